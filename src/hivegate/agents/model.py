@@ -1,0 +1,240 @@
+"""The agent model: what an agents file declares, as pure, validated data.
+
+An :class:`AgentSpec` is the unit the registry stores and the MCP surface serves.
+It is immutable; a change is a new spec with a higher ``revision`` in the store.
+
+TOML shape (``[[agents]]`` tables in an agents file)::
+
+    [[agents]]
+    id = "notes"                      # URL-safe: [A-Za-z0-9][A-Za-z0-9_-]{0,63}
+    name = "Notes"
+    description = "..."
+    version = "1.0.0"
+    mcp_enabled = true
+    page_size = 50                    # items per page on the four list methods
+    backend = { type = "python", server = "notes_agent:server" }
+    cache = { ttl_ms = 0, scope = "private", methods = { "resources/read" = { ttl_ms = 60000, scope = "private" } } }
+
+    [[agents.skills]]
+    id = "summarize"; name = "Summarize"; description = "..."; tags = ["text"]
+    expose_as_tool = true
+    input_schema = { type = "object", properties = { text = { type = "string" } }, required = ["text"] }
+
+    [[agents.resources]]
+    uri = "note://readme"; name = "readme"; mime_type = "text/markdown"; text = "# hi"   # or blob (base64) or path
+
+    [[agents.resource_templates]]
+    uri_template = "doc://{name}"; name = "docs"; path = "docs/{name}.md"   # RFC 6570; path resolves under root
+
+    [[agents.prompts]]
+    name = "greet"; description = "..."
+    arguments = [{ name = "who", required = true }]
+    messages = [{ role = "user", text = "Say hello to {who}." }]
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "AGENT_ID_PATTERN",
+    "AgentSpec",
+    "BackendSpec",
+    "CacheHintSpec",
+    "CachePolicy",
+    "PromptArgumentSpec",
+    "PromptMessageSpec",
+    "PromptSpec",
+    "PythonBackendSpec",
+    "ResourceSpec",
+    "ResourceTemplateSpec",
+    "SkillSpec",
+]
+
+AGENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+"""Agent ids are URL path segments: no escaping needed, at most 64 characters (the MCP tool-name bound)."""
+
+CacheableMethod = Literal[
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+]
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class CacheHintSpec(_Spec):
+    """One SEP-2549 cache hint: ``ttl_ms`` (integer ≥ 0, milliseconds) and ``scope``.
+
+    Spec: MCP 2026-07-28 SEP-2549 (CacheableResult).
+    """
+
+    ttl_ms: Annotated[int, Field(ge=0)] = 0
+    scope: Literal["public", "private"] = "private"
+
+
+class CachePolicy(_Spec):
+    """An agent's cache hints: a default plus optional per-method overrides.
+
+    The default is ``ttl_ms = 0`` and ``scope = "private"``: nothing is cached, and
+    nothing is shared across users, unless the owner says so.
+    """
+
+    ttl_ms: Annotated[int, Field(ge=0)] = 0
+    scope: Literal["public", "private"] = "private"
+    methods: dict[CacheableMethod, CacheHintSpec] = Field(default_factory=dict)
+
+    def hint_for(self, method: str) -> CacheHintSpec:
+        """The hint for ``method``: its override, else the policy default."""
+        override = self.methods.get(method)  # type: ignore[call-overload]  # str key into a Literal-keyed dict
+        return override if override is not None else CacheHintSpec(ttl_ms=self.ttl_ms, scope=self.scope)
+
+
+class SkillSpec(_Spec):
+    """An A2A-style skill; with ``expose_as_tool`` it is also an MCP tool named ``id``.
+
+    ``input_schema`` is a JSON Schema object (2020-12 keywords allowed); the default
+    takes one required string ``message``.
+    """
+
+    id: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+    name: str
+    description: str = ""
+    tags: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
+    input_schema: dict[str, Any] | None = Field(default=None, alias="inputSchema")
+    expose_as_tool: bool = False
+
+    @field_validator("input_schema")
+    @classmethod
+    def _schema_is_object(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and value.get("type", "object") != "object":
+            raise ValueError("inputSchema must describe an object (type = 'object')")
+        return value
+
+
+class ResourceSpec(_Spec):
+    """A static resource: exactly one of ``text``, ``blob`` (base64) or ``path`` (a file under the agent's root)."""
+
+    uri: Annotated[str, Field(min_length=1)]
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = Field(default=None, alias="mimeType")
+    text: str | None = None
+    blob: str | None = None
+    path: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ResourceSpec:
+        if sum(x is not None for x in (self.text, self.blob, self.path)) != 1:
+            raise ValueError(f"resource {self.uri!r}: give exactly one of text, blob or path")
+        return self
+
+
+class ResourceTemplateSpec(_Spec):
+    """An RFC 6570 resource template and how a matching URI resolves.
+
+    ``path`` is a file-path pattern under the agent's root using the template's
+    variables (``"notes/{id}.md"``); ``text`` is a text pattern filled with them.
+    With neither, the agent's backend resolves the URI.
+    """
+
+    uri_template: Annotated[str, Field(min_length=1)] = Field(alias="uriTemplate")
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = Field(default=None, alias="mimeType")
+    path: str | None = None
+    text: str | None = None
+    completions: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    """Candidate values per template variable for ``completion/complete``."""
+
+
+class PromptArgumentSpec(_Spec):
+    name: str
+    description: str | None = None
+    required: bool = False
+    completions: tuple[str, ...] = ()
+    """Candidate values for ``completion/complete`` on this argument."""
+
+
+class PromptMessageSpec(_Spec):
+    """One prompt message; ``text`` may reference arguments as ``{name}``."""
+
+    role: Literal["user", "assistant"] = "user"
+    text: str
+
+
+class PromptSpec(_Spec):
+    name: Annotated[str, Field(min_length=1)]
+    title: str | None = None
+    description: str | None = None
+    arguments: tuple[PromptArgumentSpec, ...] = ()
+    messages: tuple[PromptMessageSpec, ...] = ()
+
+
+class PythonBackendSpec(_Spec):
+    """The in-process backend: a callable (``callable = "module:function"``) or an SDK server (``server = "module:attr"``).
+
+    ``module`` resolves with the agents file's folder first on ``sys.path``.
+    """
+
+    type: Literal["python"] = "python"
+    callable: str | None = None
+    server: str | None = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> PythonBackendSpec:
+        if (self.callable is None) == (self.server is None):
+            raise ValueError("python backend: give exactly one of callable or server")
+        for ref in (self.callable, self.server):
+            if ref is not None and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", ref):
+                raise ValueError(f"python backend: {ref!r} is not of the form 'module:attribute'")
+        return self
+
+
+BackendSpec = Annotated[PythonBackendSpec, Field(discriminator="type")]
+
+
+class AgentSpec(_Spec):
+    """One registered agent, as declared in an agents file and stored in the registry."""
+
+    id: Annotated[str, Field(pattern=AGENT_ID_PATTERN)]
+    name: str
+    description: str = ""
+    version: str = "0.0.0"
+    owner: str | None = None
+    mcp_enabled: bool = True
+    instructions: str | None = None
+    skills: tuple[SkillSpec, ...] = ()
+    resources: tuple[ResourceSpec, ...] = ()
+    resource_templates: tuple[ResourceTemplateSpec, ...] = ()
+    prompts: tuple[PromptSpec, ...] = ()
+    cache: CachePolicy = CachePolicy()
+    page_size: Annotated[int, Field(ge=1, le=1000)] = 50
+    root: str | None = None
+    """Folder that file-backed resources resolve under (absolute, or relative to the agents file)."""
+    backend: BackendSpec | None = None
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> AgentSpec:
+        for label, names in (
+            ("skill id", [s.id for s in self.skills]),
+            ("resource uri", [r.uri for r in self.resources]),
+            ("prompt name", [p.name for p in self.prompts]),
+        ):
+            dupes = {n for n in names if names.count(n) > 1}
+            if dupes:
+                raise ValueError(f"agent {self.id!r}: duplicate {label}: {sorted(dupes)}")
+        if any(s.id == self.id for s in self.skills if s.expose_as_tool):
+            raise ValueError(f"agent {self.id!r}: a skill exposed as a tool may not take the message tool's name")
+        return self
