@@ -222,7 +222,10 @@ class AgentSpec(_Spec):
     cache: CachePolicy = CachePolicy()
     page_size: Annotated[int, Field(ge=1, le=1000)] = 50
     root: str | None = None
-    """Folder that file-backed resources resolve under (absolute, or relative to the agents file)."""
+    """Folder that file-backed resources resolve under (absolute, or relative to ``base_dir``)."""
+    base_dir: str | None = None
+    """Absolute folder of the agents file this spec came from; set by the loader. Backend modules
+    import with it first on ``sys.path`` and a relative ``root`` resolves against it."""
     backend: BackendSpec | None = None
 
     @model_validator(mode="after")

@@ -1,0 +1,188 @@
+"""hivegate's error tree: every layer raises these; one renderer per wire plane turns them into responses.
+
+::
+
+    GatewayError                      code             HTTP  JSON-RPC
+    ├── InvalidRequestError           invalid_request   400  -32600
+    │   ├── ParseError                parse_error       400  -32700
+    │   ├── PayloadTooLargeError      payload_too_large 413  -32600
+    │   └── UnsupportedMediaTypeError unsupported_media_type 415 -32600
+    ├── InvalidParamsError            invalid_params    400  -32602
+    │   ├── UnknownToolError          unknown_tool      400  -32602
+    │   ├── UnknownPromptError        unknown_prompt    400  -32602
+    │   ├── InvalidCursorError        invalid_cursor    400  -32602
+    │   └── ResourceNotFoundError     resource_not_found 400 -32602 (-32002 before 2026-07-28)
+    ├── MethodNotFoundError           method_not_found  404  -32601
+    ├── NotFoundError                 not_found         404  -32600
+    │   ├── AgentNotFoundError        agent_not_found   404  -32600
+    │   └── SessionNotFoundError      session_not_found 404  -32600
+    ├── PermissionDeniedError         permission_denied 403  -32600
+    │   └── ForbiddenOriginError      forbidden_origin  403  -32600
+    ├── MisdirectedRequestError       invalid_host      421  -32600
+    ├── NotAcceptableError            not_acceptable    406  -32600
+    ├── AgentError                    agent_error       200  (an ``isError`` tool result)
+    └── InternalError                 internal_error    500  -32603
+
+Route code raises; it never builds error bodies itself. Tests assert ``code``, not messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "AgentError",
+    "AgentNotFoundError",
+    "ForbiddenOriginError",
+    "GatewayError",
+    "InternalError",
+    "InvalidCursorError",
+    "InvalidParamsError",
+    "InvalidRequestError",
+    "MethodNotFoundError",
+    "MisdirectedRequestError",
+    "NotAcceptableError",
+    "NotFoundError",
+    "ParseError",
+    "PayloadTooLargeError",
+    "PermissionDeniedError",
+    "ResourceNotFoundError",
+    "SessionNotFoundError",
+    "UnknownPromptError",
+    "UnknownToolError",
+    "UnsupportedMediaTypeError",
+]
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+LEGACY_RESOURCE_NOT_FOUND = -32002
+
+
+class GatewayError(Exception):
+    """Root of hivegate's errors.
+
+    Attributes:
+        code: stable snake_case identifier (API contract; tests assert it).
+        http_status: the status a plain HTTP rendering uses.
+        jsonrpc_code: the JSON-RPC error code an MCP rendering uses.
+        data: optional JSON-serialisable detail sent to the client (never internals).
+    """
+
+    code: ClassVar[str] = "gateway_error"
+    http_status: ClassVar[int] = 500
+    jsonrpc_code: ClassVar[int] = INTERNAL_ERROR
+
+    def __init__(self, message: str, *, data: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data
+
+
+class InvalidRequestError(GatewayError):
+    code = "invalid_request"
+    http_status = 400
+    jsonrpc_code = INVALID_REQUEST
+
+
+class ParseError(InvalidRequestError):
+    code = "parse_error"
+    jsonrpc_code = PARSE_ERROR
+
+
+class PayloadTooLargeError(InvalidRequestError):
+    code = "payload_too_large"
+    http_status = 413
+
+
+class UnsupportedMediaTypeError(InvalidRequestError):
+    code = "unsupported_media_type"
+    http_status = 415
+
+
+class InvalidParamsError(GatewayError):
+    code = "invalid_params"
+    http_status = 400
+    jsonrpc_code = INVALID_PARAMS
+
+
+class UnknownToolError(InvalidParamsError):
+    code = "unknown_tool"
+
+
+class UnknownPromptError(InvalidParamsError):
+    code = "unknown_prompt"
+
+
+class InvalidCursorError(InvalidParamsError):
+    code = "invalid_cursor"
+
+
+class ResourceNotFoundError(InvalidParamsError):
+    """Spec: MCP 2026-07-28 SEP-2164: -32602 with ``data.uri``; -32002 on 2025-11-25 and earlier."""
+
+    code = "resource_not_found"
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(f"Resource not found: {uri}", data={"uri": uri})
+        self.uri = uri
+
+
+class MethodNotFoundError(GatewayError):
+    code = "method_not_found"
+    http_status = 404
+    jsonrpc_code = METHOD_NOT_FOUND
+
+
+class NotFoundError(GatewayError):
+    code = "not_found"
+    http_status = 404
+    jsonrpc_code = INVALID_REQUEST
+
+
+class AgentNotFoundError(NotFoundError):
+    code = "agent_not_found"
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(f"Agent not found: {agent_id}")
+        self.agent_id = agent_id
+
+
+class SessionNotFoundError(NotFoundError):
+    code = "session_not_found"
+
+
+class PermissionDeniedError(GatewayError):
+    code = "permission_denied"
+    http_status = 403
+    jsonrpc_code = INVALID_REQUEST
+
+
+class ForbiddenOriginError(PermissionDeniedError):
+    code = "forbidden_origin"
+
+
+class MisdirectedRequestError(GatewayError):
+    code = "invalid_host"
+    http_status = 421
+    jsonrpc_code = INVALID_REQUEST
+
+
+class NotAcceptableError(GatewayError):
+    code = "not_acceptable"
+    http_status = 406
+    jsonrpc_code = INVALID_REQUEST
+
+
+class AgentError(GatewayError):
+    """The agent itself failed; MCP renders this as a ``tools/call`` result with ``isError: true``."""
+
+    code = "agent_error"
+    http_status = 200
+    jsonrpc_code = INTERNAL_ERROR
+
+
+class InternalError(GatewayError):
+    code = "internal_error"

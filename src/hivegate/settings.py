@@ -1,0 +1,149 @@
+"""Settings: the one place that reads configuration (environment and TOML file).
+
+Precedence, highest first: keyword arguments (the CLI's flags), ``HIVEGATE_<GROUP>__<FIELD>``
+environment variables, the TOML config file's ``[server]``, ``[database]``, ``[mcp]`` and
+``[security]`` tables, then defaults. A config file may also hold ``[[agents]]`` tables; those
+are read by :mod:`hivegate.agents.loader`, not here.
+
+Settings are read once (:func:`load_settings`) and passed to ``create_app``; nothing else in
+hivegate reads the environment.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+__all__ = ["DEFAULT_SECRET", "Settings", "SettingsError", "load_settings"]
+
+DEFAULT_SECRET = "hivegate-dev-secret-change-me"  # noqa: S105  # the documented development default, refused outside --dev
+
+
+class SettingsError(ValueError):
+    """Invalid configuration; the message names the offending key (``server.port``, ``HIVEGATE_SERVER__PORT``)."""
+
+
+class _Group(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServerSettings(_Group):
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 8094
+    public_url: str | None = None
+    """Base URL clients use to reach this gateway (for absolute URLs); default ``http://{host}:{port}``."""
+    allowed_hosts: list[str] = Field(default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"])
+    """``Host`` header values accepted (``name:*`` allows any port). ``["*"]`` disables the check."""
+    allowed_origins: list[str] = Field(
+        default_factory=lambda: ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    )
+    """``Origin`` header values accepted when one is present (DNS-rebinding protection); ``["*"]`` allows any."""
+    max_body_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
+    log_level: str = "info"
+
+
+class DatabaseSettings(_Group):
+    url: str = "sqlite+aiosqlite:///.hivegate/hivegate.db"
+    """SQLAlchemy URL: ``sqlite+aiosqlite:///PATH``, ``postgresql+asyncpg://…`` or ``memory://``."""
+    poll_interval_seconds: Annotated[float, Field(gt=0, le=3600)] = 1.0
+    """How often a running server checks the registry revision for changes made elsewhere."""
+
+
+class McpSettings(_Group):
+    default_page_size: Annotated[int, Field(ge=1, le=1000)] = 50
+    session_idle_timeout_seconds: Annotated[float, Field(gt=0)] = 1800.0
+    max_sessions_per_agent: Annotated[int, Field(ge=1)] = 10_000
+    fast_path: bool = True
+    """Serve plain 2026-07-28 JSON requests on hivegate's lean path (same handlers as the SDK path)."""
+
+
+class SecuritySettings(_Group):
+    cursor_key: SecretStr = SecretStr(DEFAULT_SECRET)
+    """HMAC key that signs pagination cursors (so clients cannot forge them)."""
+
+
+class Settings(BaseSettings):
+    """All of hivegate's configuration. Build with :func:`load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="HIVEGATE_",
+        env_nested_delimiter="__",
+        extra="ignore",
+        frozen=True,
+    )
+
+    server: ServerSettings = ServerSettings()
+    database: DatabaseSettings = DatabaseSettings()
+    mcp: McpSettings = McpSettings()
+    security: SecuritySettings = SecuritySettings()
+    config_file: Path | None = None
+    """The TOML file these settings (and its ``[[agents]]``) came from, if any."""
+
+    _toml_file: ClassVar[Path | None] = None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if cls._toml_file is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=cls._toml_file))
+        return tuple(sources)
+
+    @property
+    def base_url(self) -> str:
+        """The public base URL without a trailing slash."""
+        if self.server.public_url:
+            return self.server.public_url.rstrip("/")
+        host = self.server.host
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"http://{host}:{self.server.port}"
+
+    def uses_default_secret(self) -> bool:
+        """Whether any secret still has the development default (refused by ``serve`` outside ``--dev``)."""
+        return self.security.cursor_key.get_secret_value() == DEFAULT_SECRET
+
+
+def _key_name(loc: tuple[int | str, ...]) -> str:
+    dotted = ".".join(str(part) for part in loc)
+    env = "HIVEGATE_" + "__".join(str(part).upper() for part in loc)
+    return f"{dotted} (env {env})"
+
+
+def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Settings:
+    """Read settings from the environment, the TOML ``config_file`` and ``overrides``.
+
+    ``overrides`` are nested dicts by group, e.g. ``server={"port": 0}``.
+
+    Raises:
+        SettingsError: a value is invalid or the file cannot be read; the message names the key.
+    """
+    path = Path(config_file) if config_file is not None else None
+    if path is not None and not path.is_file():
+        raise SettingsError(f"config file not found: {path}")
+
+    class _Bound(Settings):
+        _toml_file: ClassVar[Path | None] = path
+
+    try:
+        bound = _Bound(**overrides, config_file=path.resolve() if path else None)
+    except ValidationError as exc:
+        problems = "; ".join(f"{_key_name(err['loc'])}: {err['msg']}" for err in exc.errors())
+        raise SettingsError(f"invalid settings: {problems}") from None
+    except ValueError as exc:  # TOML syntax errors surface as ValueError subclasses
+        raise SettingsError(f"cannot read config file {path}: {exc}") from None
+    return Settings.model_construct(**{name: getattr(bound, name) for name in Settings.model_fields})
