@@ -1,0 +1,115 @@
+"""``create_app(settings)``: the ASGI application — routes, lifespan, and nothing global.
+
+Routes:
+
+- ``/{agentId}/mcp`` and its alias ``/agents/{agentId}/mcp``: the agent's MCP server (both eras);
+- ``/healthz``: the process is alive (200 ``{"status":"ok"}``);
+- ``/readyz``: the store answers (200) or not (503).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from hivegate.agents.loader import load_agents_file
+from hivegate.agents.registry import AgentRegistry
+from hivegate.mcp.host import AgentHost
+from hivegate.mcp.routes import McpEndpoint
+from hivegate.settings import Settings
+from hivegate.storage import AgentStore, create_agent_store
+
+__all__ = ["Gateway", "create_app"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Gateway:
+    """The running parts of one app, reachable as ``app.state.gateway`` once the lifespan has started."""
+
+    settings: Settings
+    store: AgentStore
+    registry: AgentRegistry
+    host: AgentHost
+
+
+def create_app(settings: Settings, *, store: AgentStore | None = None) -> Starlette:
+    """Build the gateway's ASGI app.
+
+    ``store`` overrides the store named by ``settings.database.url`` (tests pass a memory store).
+    At start-up the agents declared in ``settings.config_file`` (if any) are applied to the store.
+    """
+    holder: dict[str, Gateway] = {}
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        agent_store = store if store is not None else await create_agent_store(settings.database.url)
+        registry = AgentRegistry(agent_store)
+        await registry.refresh()
+        if settings.config_file is not None:
+            specs = load_agents_file(settings.config_file)
+            if specs:
+                await registry.apply(specs)
+        host = AgentHost(registry, settings)
+        gateway = Gateway(settings, agent_store, registry, host)
+        holder["gateway"] = gateway
+        app.state.gateway = gateway
+        try:
+            async with host.running(), anyio.create_task_group() as tg:
+                tg.start_soon(registry.poll, settings.database.poll_interval_seconds)
+                endpoint.bind(host)
+                yield
+                tg.cancel_scope.cancel()
+        finally:
+            if store is None:
+                await agent_store.close()
+
+    endpoint = _LateEndpoint(settings)
+
+    async def healthz(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> JSONResponse:
+        gateway = holder.get("gateway")
+        if gateway is None:
+            return JSONResponse({"status": "starting"}, status_code=503)
+        try:
+            with anyio.fail_after(2):
+                await gateway.store.ping()
+        except Exception:  # any store failure means "not ready"; details go to the log only
+            logger.warning("readiness check: store unreachable", exc_info=True)
+            return JSONResponse({"status": "unavailable", "store": "unreachable"}, status_code=503)
+        return JSONResponse({"status": "ok", "store": "ok", "agents": len(gateway.registry.all())})
+
+    routes = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/{agent_id}/mcp", endpoint),
+        Route("/agents/{agent_id}/mcp", endpoint),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+class _LateEndpoint:
+    """The MCP endpoint, bound to the host once the lifespan has built it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._endpoint: McpEndpoint | None = None
+
+    def bind(self, host: AgentHost) -> None:
+        self._endpoint = McpEndpoint(host, self._settings)
+
+    async def __call__(self, scope: object, receive: object, send: object) -> None:
+        if self._endpoint is None:
+            raise RuntimeError("the app's lifespan has not started")
+        await self._endpoint(scope, receive, send)  # type: ignore[arg-type]  # ASGI triple passed through

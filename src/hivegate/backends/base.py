@@ -1,0 +1,110 @@
+"""The backend interface: how a call reaches the agent behind an endpoint.
+
+A backend may offer two things:
+
+- ``invoke``: run the agent on one message (the agent's message tool and its skill tools);
+- ``server``: an MCP server (the official SDK's) whose tools, resources, templates, prompts
+  and completions become the agent's own; hivegate delegates those methods to it through
+  :meth:`Backend.request`, with its own routing, pagination, cache hints and spec fixes on top.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.subscriptions import SubscriptionBus
+
+__all__ = ["Attachment", "Backend", "DeltaSink", "Invocation"]
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file handed to the agent: ``uri`` or base64 ``data``, with a name and MIME type."""
+
+    name: str | None = None
+    mime_type: str | None = None
+    uri: str | None = None
+    data: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """One call of an agent.
+
+    Attributes:
+        agent_id: the agent called.
+        message: the user's message (for a skill tool without a ``message`` argument, the
+            arguments as compact JSON).
+        arguments: the tool arguments as sent (a JSON object).
+        skill_id: the skill called through its own tool, or None for the message tool.
+        context_id: the conversation this call continues, if the caller gave one.
+        attachments: files sent with the message.
+    """
+
+    agent_id: str
+    message: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    skill_id: str | None = None
+    context_id: str | None = None
+    attachments: tuple[Attachment, ...] = ()
+
+
+DeltaSink = Callable[[str], Awaitable[None]]
+"""Receives each reply delta of a streaming backend, in order."""
+
+
+class Backend(Protocol):
+    """What hivegate needs from a backend. Both capabilities are optional (see ``can_invoke`` and ``has_server``)."""
+
+    @property
+    def can_invoke(self) -> bool:
+        """Whether :meth:`invoke` is served (the agent then has a message tool)."""
+        ...
+
+    @property
+    def has_server(self) -> bool:
+        """Whether :meth:`request` is served (an MCP server stands behind the agent)."""
+        ...
+
+    @property
+    def subscription_bus(self) -> SubscriptionBus | None:
+        """The backend server's own change-event bus, if it has one (listen streams forward it)."""
+        ...
+
+    def has_method(self, method: str) -> bool:
+        """Whether the backend server handles ``method`` (False without a server)."""
+        ...
+
+    async def start(self) -> None:
+        """Acquire resources (enter the backend server's lifespan). Called once before use."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release resources. Idempotent."""
+        ...
+
+    async def invoke(self, invocation: Invocation, on_delta: DeltaSink | None) -> str:
+        """Run the agent and return its whole reply text.
+
+        ``on_delta`` receives each delta as it is produced (streaming backends); the return
+        value is still the whole reply.
+
+        Raises:
+            hivegate.errors.AgentError: the agent failed in a way its caller should see.
+        """
+        ...
+
+    async def request(
+        self, ctx: ServerRequestContext[Any, Any], method: str, params: Mapping[str, Any]
+    ) -> Any:
+        """Run ``method`` on the backend's MCP server within ``ctx`` (same session, same streams).
+
+        Returns the handler's result (a pydantic model or a dict).
+
+        Raises:
+            mcp.shared.exceptions.MCPError: the backend answered with a protocol error.
+        """
+        ...

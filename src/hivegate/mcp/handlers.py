@@ -1,0 +1,327 @@
+"""MCP request handlers for one agent: tools, resources, prompts, completion.
+
+These are the handlers registered on the agent's low-level SDK ``Server`` (both eras) and
+called by hivegate's lean 2026-07-28 path, so both paths answer alike. They merge the
+agent's own features (message tool, skill tools, built-in and declared resources, declared
+prompts) with those of an SDK server backend, then paginate with signed cursors.
+
+Where the SDK deviates from the spec, these answer as the spec says:
+unknown tool, unknown prompt, missing prompt argument and invalid cursor are -32602
+(Spec: MCP 2026-07-28 server/tools#error-handling, server/prompts#error-handling,
+server/utilities/pagination); resource not found is -32602 with ``data.uri`` on 2026-07-28
+and -32002 before it (SEP-2164).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    CallToolRequestParams,
+    CallToolResult,
+    CompleteRequestParams,
+    CompleteResult,
+    Completion,
+    EmptyResult,
+    GetPromptRequestParams,
+    GetPromptResult,
+    InputRequiredResult,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    Prompt,
+    PromptReference,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
+    ResourceTemplateReference,
+    SetLevelRequestParams,
+    SubscribeRequestParams,
+    TextContent,
+    Tool,
+    UnsubscribeRequestParams,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, ValidationError
+
+from hivegate.backends.base import Backend
+from hivegate.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    LEGACY_RESOURCE_NOT_FOUND,
+    AgentError,
+    GatewayError,
+    InvalidParamsError,
+    ResourceNotFoundError,
+    UnknownPromptError,
+    UnknownToolError,
+)
+from hivegate.mcp.pagination import CursorCodec
+from hivegate.mcp.prompts import check_prompt_arguments, render_prompt
+from hivegate.mcp.tools import build_invocation
+from hivegate.mcp.view import AgentView
+
+__all__ = ["AgentHandlers", "to_mcp_error"]
+
+logger = logging.getLogger(__name__)
+
+MAX_COMPLETION_VALUES = 100
+"""Spec: MCP 2026-07-28 server/utilities/completion: at most 100 values per response."""
+_MAX_BACKEND_PAGES = 100
+
+Ctx = ServerRequestContext[Any, Any]
+M = TypeVar("M", bound=BaseModel)
+H = TypeVar("H", bound=Callable[..., Awaitable[Any]])
+
+
+def to_mcp_error(exc: GatewayError, protocol_version: str) -> MCPError:
+    """Render a gateway error as the JSON-RPC error of the request's protocol era."""
+    code = exc.jsonrpc_code
+    if isinstance(exc, ResourceNotFoundError) and protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        code = LEGACY_RESOURCE_NOT_FOUND
+    return MCPError(code, exc.message, data=exc.data)
+
+
+def _guarded(handler: H) -> H:
+    """Map hivegate errors to their MCP form and hide unexpected exceptions behind -32603."""
+
+    @functools.wraps(handler)
+    async def wrapper(self: AgentHandlers, ctx: Ctx, params: Any) -> Any:
+        try:
+            return await handler(self, ctx, params)
+        except GatewayError as exc:
+            raise to_mcp_error(exc, ctx.protocol_version) from None
+        except (MCPError, ValidationError):
+            raise
+        except Exception:
+            logger.exception("agent %s: %s failed", self.view().spec.id, ctx.method)
+            raise MCPError(INTERNAL_ERROR, "Internal error") from None
+
+    return wrapper  # type: ignore[return-value]  # same signature as the wrapped handler
+
+
+def _as(model: type[M], value: Any) -> M:
+    return value if isinstance(value, model) else model.model_validate(value, by_name=False)
+
+
+def _meta_params(ctx: Ctx) -> dict[str, Any]:
+    meta = (ctx.params or {}).get("_meta")
+    return {"_meta": meta} if meta is not None else {}
+
+
+class AgentHandlers:
+    """The MCP handlers of one agent; ``view`` returns the agent's current :class:`AgentView`."""
+
+    def __init__(self, view: Callable[[], AgentView], codec: CursorCodec) -> None:
+        self.view = view
+        self._codec = codec
+
+    # -- backend helpers ---------------------------------------------------------------
+
+    async def _backend_list(self, ctx: Ctx, view: AgentView, method: str, key: str, model: type[M]) -> list[Any]:
+        """Every item the backend server lists for ``method`` (all its pages)."""
+        backend = view.backend
+        if backend is None or not _backend_serves(backend, method):
+            return []
+        items: list[Any] = []
+        params = _meta_params(ctx)
+        for _ in range(_MAX_BACKEND_PAGES):
+            page = _as(model, await backend.request(ctx, method, params))
+            items.extend(getattr(page, key))
+            cursor = getattr(page, "next_cursor", None)
+            if not cursor:
+                break
+            params = {**_meta_params(ctx), "cursor": cursor}
+        return items
+
+    def _page(self, view: AgentView, method: str, items: list[M], cursor: str | None) -> tuple[list[M], str | None]:
+        page = self._codec.paginate(f"{view.spec.id} {method}", items, cursor, view.spec.page_size)
+        return page.items, page.next_cursor
+
+    # -- tools -------------------------------------------------------------------------
+
+    @_guarded
+    async def on_list_tools(self, ctx: Ctx, params: PaginatedRequestParams | None) -> ListToolsResult:
+        view = self.view()
+        tools: list[Tool] = [*view.own_tools, *await self._backend_list(ctx, view, "tools/list", "tools", ListToolsResult)]
+        items, next_cursor = self._page(view, "tools/list", tools, params.cursor if params else None)
+        return ListToolsResult(tools=items, next_cursor=next_cursor)
+
+    @_guarded
+    async def on_call_tool(self, ctx: Ctx, params: CallToolRequestParams) -> CallToolResult | InputRequiredResult:
+        view = self.view()
+        if params.name in view.tool_index:
+            return await self._call_own_tool(ctx, view, params)
+        if view.serves_backend:
+            backend_tools = await self._backend_list(ctx, view, "tools/list", "tools", ListToolsResult)
+            if any(t.name == params.name for t in backend_tools):
+                assert view.backend is not None  # serves_backend implies a backend
+                return await view.backend.request(ctx, "tools/call", dict(ctx.params or {}))
+        raise UnknownToolError(f"Unknown tool: {params.name}", data={"name": params.name})
+
+    async def _call_own_tool(self, ctx: Ctx, view: AgentView, params: CallToolRequestParams) -> CallToolResult:
+        assert view.backend is not None  # own tools exist only for an invocable backend
+        try:
+            invocation = build_invocation(view.spec, view.tool_index[params.name], params.arguments or {})
+        except InvalidParamsError as exc:
+            # Spec: MCP 2026-07-28 server/tools#error-handling: input validation errors are tool results.
+            return CallToolResult(content=[TextContent(type="text", text=exc.message)], is_error=True)
+        wants_progress = ctx.meta is not None and ctx.meta.get("progressToken") is not None
+        sent = 0
+
+        async def on_delta(delta: str) -> None:
+            nonlocal sent
+            sent += 1
+            await ctx.session.report_progress(sent, None, delta)
+
+        try:
+            reply = await view.backend.invoke(invocation, on_delta if wants_progress else None)
+        except AgentError as exc:
+            return CallToolResult(content=[TextContent(type="text", text=exc.message)], is_error=True)
+        return CallToolResult(content=[TextContent(type="text", text=reply)])
+
+    # -- resources ---------------------------------------------------------------------
+
+    @_guarded
+    async def on_list_resources(self, ctx: Ctx, params: PaginatedRequestParams | None) -> ListResourcesResult:
+        view = self.view()
+        assert view.catalog is not None  # AgentView.build always sets it
+        own: list[Resource] = list(view.catalog.resources)
+        extra = await self._backend_list(ctx, view, "resources/list", "resources", ListResourcesResult)
+        items, next_cursor = self._page(view, "resources/list", own + extra, params.cursor if params else None)
+        return ListResourcesResult(resources=items, next_cursor=next_cursor)
+
+    @_guarded
+    async def on_list_resource_templates(
+        self, ctx: Ctx, params: PaginatedRequestParams | None
+    ) -> ListResourceTemplatesResult:
+        view = self.view()
+        assert view.catalog is not None
+        own: list[ResourceTemplate] = list(view.catalog.templates)
+        extra = await self._backend_list(
+            ctx, view, "resources/templates/list", "resource_templates", ListResourceTemplatesResult
+        )
+        cursor = params.cursor if params else None
+        items, next_cursor = self._page(view, "resources/templates/list", own + extra, cursor)
+        return ListResourceTemplatesResult(resource_templates=items, next_cursor=next_cursor)
+
+    @_guarded
+    async def on_read_resource(
+        self, ctx: Ctx, params: ReadResourceRequestParams
+    ) -> ReadResourceResult | InputRequiredResult:
+        view = self.view()
+        assert view.catalog is not None
+        if view.catalog.owns(params.uri) or not view.serves_backend:
+            return ReadResourceResult(contents=await view.catalog.read(params.uri))
+        assert view.backend is not None
+        try:
+            result = await view.backend.request(ctx, "resources/read", dict(ctx.params or {}))
+        except MCPError as exc:
+            if exc.code in (INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND):
+                raise ResourceNotFoundError(params.uri) from None
+            raise
+        if isinstance(result, InputRequiredResult) or (isinstance(result, dict) and "inputRequests" in result):
+            return result
+        read = _as(ReadResourceResult, result)
+        if not read.contents:  # Spec: SEP-2164: never answer a read with empty contents
+            raise ResourceNotFoundError(params.uri)
+        return read
+
+    @_guarded
+    async def on_subscribe(self, ctx: Ctx, params: SubscribeRequestParams) -> EmptyResult:
+        """Legacy ``resources/subscribe``: forwarded to a backend server that serves it, else accepted."""
+        return await self._forward_or_empty(ctx, "resources/subscribe")
+
+    @_guarded
+    async def on_unsubscribe(self, ctx: Ctx, params: UnsubscribeRequestParams) -> EmptyResult:
+        return await self._forward_or_empty(ctx, "resources/unsubscribe")
+
+    @_guarded
+    async def on_set_logging_level(self, ctx: Ctx, params: SetLevelRequestParams) -> EmptyResult:
+        """Legacy ``logging/setLevel``: forwarded to a backend server that serves it, else accepted."""
+        return await self._forward_or_empty(ctx, "logging/setLevel")
+
+    async def _forward_or_empty(self, ctx: Ctx, method: str) -> EmptyResult:
+        view = self.view()
+        if view.backend is not None and _backend_serves(view.backend, method):
+            return _as(EmptyResult, await view.backend.request(ctx, method, dict(ctx.params or {})))
+        return EmptyResult()
+
+    # -- prompts -----------------------------------------------------------------------
+
+    @_guarded
+    async def on_list_prompts(self, ctx: Ctx, params: PaginatedRequestParams | None) -> ListPromptsResult:
+        view = self.view()
+        prompts: list[Prompt] = [
+            *view.prompt_list,
+            *await self._backend_list(ctx, view, "prompts/list", "prompts", ListPromptsResult),
+        ]
+        items, next_cursor = self._page(view, "prompts/list", prompts, params.cursor if params else None)
+        return ListPromptsResult(prompts=items, next_cursor=next_cursor)
+
+    @_guarded
+    async def on_get_prompt(self, ctx: Ctx, params: GetPromptRequestParams) -> GetPromptResult | InputRequiredResult:
+        view = self.view()
+        own = view.prompts.get(params.name)
+        if own is not None:
+            descriptor = next(p for p in view.prompt_list if p.name == params.name)
+            return render_prompt(own, check_prompt_arguments(descriptor, params.arguments))
+        backend_prompts: list[Prompt] = await self._backend_list(
+            ctx, view, "prompts/list", "prompts", ListPromptsResult
+        )
+        descriptor = next((p for p in backend_prompts if p.name == params.name), None)
+        if descriptor is None or view.backend is None:
+            raise UnknownPromptError(f"Unknown prompt: {params.name}", data={"name": params.name})
+        check_prompt_arguments(descriptor, params.arguments)
+        return await view.backend.request(ctx, "prompts/get", dict(ctx.params or {}))
+
+    # -- completion --------------------------------------------------------------------
+
+    @_guarded
+    async def on_completion(self, ctx: Ctx, params: CompleteRequestParams) -> CompleteResult:
+        view = self.view()
+        candidates = self._own_completions(view, params)
+        if candidates is None:
+            backend = view.backend
+            if backend is None or not _backend_serves(backend, "completion/complete"):
+                return _completion([])
+            result = _as(CompleteResult, await backend.request(ctx, "completion/complete", dict(ctx.params or {})))
+            candidates = list(result.completion.values)
+        prefix = params.argument.value
+        return _completion([c for c in candidates if c.startswith(prefix)])
+
+    def _own_completions(self, view: AgentView, params: CompleteRequestParams) -> list[str] | None:
+        ref = params.ref
+        if isinstance(ref, PromptReference):
+            prompt = view.prompts.get(ref.name)
+            if prompt is None:
+                return None
+            argument = next((a for a in prompt.arguments if a.name == params.argument.name), None)
+            return list(argument.completions) if argument is not None else []
+        if isinstance(ref, ResourceTemplateReference) and view.catalog is not None:
+            template = view.catalog.template_for(ref.uri)
+            if template is None:
+                return None
+            return list(template.completions.get(params.argument.name, ()))
+        return None
+
+
+def _completion(values: list[str]) -> CompleteResult:
+    """Spec: at most 100 values; ``total`` counts all matches and ``hasMore`` says some were cut."""
+    return CompleteResult(
+        completion=Completion(
+            values=values[:MAX_COMPLETION_VALUES], total=len(values), has_more=len(values) > MAX_COMPLETION_VALUES
+        )
+    )
+
+
+def _backend_serves(backend: Backend, method: str) -> bool:
+    return backend.has_server and backend.has_method(method)

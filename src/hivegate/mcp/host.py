@@ -1,0 +1,105 @@
+"""The set of running agent MCP servers: built lazily on first request, kept in step with the registry.
+
+Costs that must not grow with the number of registered agents stay flat: an agent's
+runtime is built only when a request first reaches it, and lookups are dict lookups.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+import anyio.abc
+
+from hivegate.agents.registry import AgentChange, AgentRegistry
+from hivegate.mcp.pagination import CursorCodec
+from hivegate.mcp.runtime import AgentRuntime
+from hivegate.settings import Settings
+
+__all__ = ["AgentHost"]
+
+logger = logging.getLogger(__name__)
+
+
+class AgentHost:
+    """Runtimes by agent id. Use as ``async with host.running(): ...``."""
+
+    def __init__(self, registry: AgentRegistry, settings: Settings) -> None:
+        self._registry = registry
+        self._settings = settings
+        self._codec = CursorCodec(settings.security.cursor_key.get_secret_value().encode())
+        self._runtimes: dict[str, AgentRuntime] = {}
+        self._locks: dict[str, anyio.Lock] = {}
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._changes: anyio.abc.ObjectSendStream[AgentChange] | None = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[AgentHost]:
+        """Own the runtimes' tasks; on exit every runtime is closed."""
+        send, receive = anyio.create_memory_object_stream[AgentChange](1024)
+        unsubscribe = self._registry.subscribe(self._on_change)
+        async with anyio.create_task_group() as tg:
+            self._task_group = tg
+            self._changes = send
+            tg.start_soon(self._apply_changes, receive)
+            try:
+                yield self
+            finally:
+                unsubscribe()
+                for runtime in list(self._runtimes.values()):
+                    await runtime.aclose()
+                self._runtimes.clear()
+                self._changes = None
+                send.close()
+                tg.cancel_scope.cancel()
+        self._task_group = None
+
+    def cached(self, agent_id: str) -> AgentRuntime | None:
+        """The runtime of ``agent_id`` if already built (no I/O)."""
+        return self._runtimes.get(agent_id)
+
+    async def runtime(self, agent_id: str) -> AgentRuntime | None:
+        """The runtime of a registered agent, built on first use; None for an unknown agent.
+
+        Raises:
+            hivegate.backends.python.BackendLoadError: the agent's backend cannot be loaded.
+        """
+        runtime = self._runtimes.get(agent_id)
+        if runtime is not None:
+            return runtime
+        spec = self._registry.get(agent_id)
+        if spec is None or self._task_group is None:
+            return None
+        lock = self._locks.setdefault(agent_id, anyio.Lock())
+        async with lock:
+            runtime = self._runtimes.get(agent_id)
+            if runtime is None:
+                runtime = await AgentRuntime.start(spec, self._settings, self._codec, self._task_group)
+                self._runtimes[agent_id] = runtime
+        return runtime
+
+    def _on_change(self, change: AgentChange) -> None:
+        if change.agent_id in self._runtimes and self._changes is not None:
+            try:
+                self._changes.send_nowait(change)
+            except anyio.WouldBlock:
+                logger.warning("agent change backlog full; dropping the runtime of %s", change.agent_id)
+
+    async def _apply_changes(self, receive: anyio.abc.ObjectReceiveStream[AgentChange]) -> None:
+        async with receive:
+            async for change in receive:
+                runtime = self._runtimes.get(change.agent_id)
+                if runtime is None:
+                    continue
+                try:
+                    if change.after is None:
+                        del self._runtimes[change.agent_id]
+                        await runtime.aclose()
+                    else:
+                        await runtime.update(change.after)
+                except Exception:  # a broken new spec must not stop the host from applying later ones
+                    logger.exception("cannot apply the change to agent %s; closing its runtime", change.agent_id)
+                    self._runtimes.pop(change.agent_id, None)
+                    await runtime.aclose()

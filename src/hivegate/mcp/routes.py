@@ -1,0 +1,56 @@
+"""The MCP endpoint ``/{agentId}/mcp`` (alias ``/agents/{agentId}/mcp``): checks, agent lookup, dispatch.
+
+One route and a dict lookup serve every agent (Starlette ``Mount`` routing is linear in the
+number of mounts). After the transport checks, the request goes to the agent's SDK session
+manager, which serves both protocol eras on the one URL.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.types import Receive, Scope, Send
+
+from hivegate.errors import AgentNotFoundError, GatewayError, InternalError
+from hivegate.mcp.host import AgentHost
+from hivegate.mcp.rendering import jsonrpc_error_response
+from hivegate.mcp.transport import HostPolicy, check_content_type, read_body, replay_receive
+from hivegate.settings import Settings
+
+__all__ = ["McpEndpoint"]
+
+logger = logging.getLogger(__name__)
+
+
+class McpEndpoint:
+    """ASGI app for ``/{agentId}/mcp``; reads ``agent_id`` from the route's path params."""
+
+    def __init__(self, host: AgentHost, settings: Settings) -> None:
+        self._host = host
+        self._policy = HostPolicy(settings.server.allowed_hosts, settings.server.allowed_origins)
+        self._max_body_bytes = settings.server.max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._serve(scope, receive, send)
+        except GatewayError as exc:
+            await jsonrpc_error_response(exc)(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        self._policy.check(headers)
+        agent_id: str = scope["path_params"]["agent_id"]
+        if scope["method"] == "POST":
+            check_content_type(headers)
+            body = await read_body(scope, receive, self._max_body_bytes, headers)
+            receive = replay_receive(body, receive)
+        try:
+            runtime = await self._host.runtime(agent_id)
+        except GatewayError:
+            raise
+        except Exception:
+            logger.exception("cannot start agent %s", agent_id)
+            raise InternalError("The agent could not be started.") from None
+        if runtime is None:
+            raise AgentNotFoundError(agent_id)
+        await runtime.manager.handle_request(scope, receive, send)

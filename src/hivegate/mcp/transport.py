@@ -1,0 +1,115 @@
+"""Transport security and framing checks in front of every MCP endpoint.
+
+Run before a request reaches the SDK or the lean path, so every refusal has the same shape
+(a JSON-RPC error body, ``id: null``) and nothing of the request is processed:
+
+- ``Host`` not allowed → 421; ``Origin`` present and not allowed → 403 (DNS-rebinding
+  protection; Spec: MCP 2025-11-25 basic/transports#security-warning, "MUST validate Origin");
+- ``Content-Type`` of a POST not JSON → 415;
+- body larger than ``server.max_body_bytes`` → 413 (declared or streamed).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+
+from starlette.types import Message, Receive, Scope
+
+from hivegate.errors import (
+    ForbiddenOriginError,
+    MisdirectedRequestError,
+    PayloadTooLargeError,
+    UnsupportedMediaTypeError,
+)
+
+__all__ = ["HostPolicy", "read_body", "replay_receive"]
+
+
+class HostPolicy:
+    """Allowed ``Host`` and ``Origin`` values; ``name:*`` matches any port and ``*`` anything."""
+
+    def __init__(self, allowed_hosts: Sequence[str], allowed_origins: Sequence[str]) -> None:
+        self._hosts = tuple(h.lower() for h in allowed_hosts)
+        self._origins = tuple(o.lower() for o in allowed_origins)
+        self._any_host = "*" in self._hosts
+        self._any_origin = "*" in self._origins
+
+    @staticmethod
+    def _allowed(value: str, patterns: tuple[str, ...]) -> bool:
+        for pattern in patterns:
+            if value == pattern:
+                return True
+            if pattern.endswith(":*"):
+                base = pattern[:-2]
+                head, sep, port = value.rpartition(":")
+                if sep and head == base and port.isdigit():
+                    return True
+            elif "*" in pattern and fnmatch.fnmatchcase(value, pattern):
+                return True
+        return False
+
+    def check(self, headers: dict[str, str]) -> None:
+        """Raise if the request's ``Host`` or ``Origin`` is not allowed.
+
+        Raises:
+            MisdirectedRequestError: ``Host`` is missing or not allowed (421).
+            ForbiddenOriginError: ``Origin`` is present and not allowed (403).
+        """
+        if not self._any_host:
+            host = headers.get("host", "").lower()
+            if not host or not self._allowed(host, self._hosts):
+                raise MisdirectedRequestError("Invalid Host header")
+        origin = headers.get("origin")
+        if origin is not None and not self._any_origin and not self._allowed(origin.lower(), self._origins):
+            raise ForbiddenOriginError("Invalid Origin header")
+
+
+def check_content_type(headers: dict[str, str]) -> None:
+    """Raise unless a POST declares a JSON body.
+
+    Raises:
+        UnsupportedMediaTypeError: ``Content-Type`` is missing or not ``application/json`` (415).
+    """
+    media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media_type != "application/json":
+        raise UnsupportedMediaTypeError("Content-Type must be application/json")
+
+
+async def read_body(scope: Scope, receive: Receive, limit_bytes: int, headers: dict[str, str]) -> bytes:
+    """Read the whole request body, refusing more than ``limit_bytes``.
+
+    Raises:
+        PayloadTooLargeError: the declared or received size exceeds the limit (413).
+    """
+    declared = headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit_bytes:
+        raise PayloadTooLargeError(f"Request body exceeds {limit_bytes} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk: bytes = message.get("body", b"")
+        size += len(chunk)
+        if size > limit_bytes:
+            raise PayloadTooLargeError(f"Request body exceeds {limit_bytes} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def replay_receive(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that yields ``body`` once, then defers to the real one (to see the disconnect)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
