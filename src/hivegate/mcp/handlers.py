@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp_types import (
     CallToolRequestParams,
     CallToolResult,
@@ -174,7 +175,7 @@ class AgentHandlers:
         except InvalidParamsError as exc:
             # Spec: MCP 2026-07-28 server/tools#error-handling: input validation errors are tool results.
             return CallToolResult(content=[TextContent(type="text", text=exc.message)], is_error=True)
-        wants_progress = ctx.meta is not None and ctx.meta.get("progressToken") is not None
+        wants_progress = progress_token_from_params(ctx.params) is not None
         sent = 0
 
         async def on_delta(delta: str) -> None:

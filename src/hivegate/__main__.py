@@ -1,0 +1,5 @@
+"""``python -m hivegate`` runs the command line."""
+
+from hivegate.cli import main
+
+main()

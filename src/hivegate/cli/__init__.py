@@ -1,0 +1,24 @@
+"""The ``hivegate`` command line: ``serve`` and ``agents apply|list|show|delete``."""
+
+from __future__ import annotations
+
+import typer
+
+from hivegate.cli.agents import agents_app
+from hivegate.cli.serve import serve
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="hivegate",
+    help="hivegate: agents as MCP servers (both protocol eras) behind one self-hostable gateway.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.command()(serve)
+app.add_typer(agents_app, name="agents")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,111 @@
+"""``hivegate agents``: apply an agents file, list, show and delete registered agents.
+
+These write to the store named by the settings; a running server notices within
+``database.poll_interval_seconds`` and updates the agents live.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from hivegate.agents.loader import AgentsFileError, load_agents_file
+from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, settings_from
+from hivegate.storage import AgentStore, create_agent_store
+
+__all__ = ["agents_app"]
+
+agents_app = typer.Typer(help="Register and inspect agents.", no_args_is_help=True)
+console = Console()
+T = TypeVar("T")
+
+
+def _run(config: Path | None, database_url: str | None, action: Callable[[AgentStore], Awaitable[T]]) -> T:
+    settings = settings_from(config, database={"url": database_url} if database_url else {})
+
+    async def main() -> T:
+        store = await create_agent_store(settings.database.url)
+        try:
+            return await action(store)
+        finally:
+            await store.close()
+
+    return anyio.run(main)
+
+
+@agents_app.command("apply")
+def apply(
+    file: Annotated[Path, typer.Argument(help="TOML file with [[agents]] tables.")],
+    config: ConfigOption = None,
+    database_url: DatabaseOption = None,
+    prune: Annotated[bool, typer.Option(help="Also delete registered agents that the file does not declare.")] = False,
+) -> None:
+    """Create or update the agents declared in FILE (all or nothing)."""
+    try:
+        specs = load_agents_file(file)
+    except AgentsFileError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    report = _run(config or _config_beside(file), database_url, lambda store: store.apply(specs, prune=prune))
+    table = Table("agent", "result")
+    for label, ids in (
+        ("created", report.created),
+        ("updated", report.updated),
+        ("unchanged", report.unchanged),
+        ("deleted", report.deleted),
+    ):
+        for agent_id in ids:
+            table.add_row(agent_id, label)
+    console.print(table)
+    console.print(f"registry revision {report.revision}")
+
+
+def _config_beside(file: Path) -> Path | None:
+    """An agents file that also holds settings (``[database]``) is its own config."""
+    return file if file.is_file() and "[database]" in file.read_text(encoding="utf-8") else None
+
+
+@agents_app.command("list")
+def list_agents(config: ConfigOption = None, database_url: DatabaseOption = None) -> None:
+    """List registered agents."""
+    stored = _run(config, database_url, lambda store: store.list())
+    table = Table("id", "name", "version", "mcp", "backend", "revision")
+    for item in stored:
+        spec = item.spec
+        backend = spec.backend.callable or spec.backend.server if spec.backend else "-"
+        table.add_row(spec.id, spec.name, spec.version, "on" if spec.mcp_enabled else "off", backend, str(item.revision))
+    console.print(table)
+
+
+@agents_app.command("show")
+def show(
+    agent_id: Annotated[str, typer.Argument(help="The agent's id.")],
+    config: ConfigOption = None,
+    database_url: DatabaseOption = None,
+) -> None:
+    """Print one agent's stored spec as JSON."""
+    stored = _run(config, database_url, lambda store: store.get(agent_id))
+    if stored is None:
+        err_console.print(f"[red]error:[/red] no agent {agent_id!r}")
+        raise typer.Exit(1)
+    print(json.dumps(stored.spec.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))
+
+
+@agents_app.command("delete")
+def delete(
+    agent_id: Annotated[str, typer.Argument(help="The agent's id.")],
+    config: ConfigOption = None,
+    database_url: DatabaseOption = None,
+) -> None:
+    """Delete one agent."""
+    if not _run(config, database_url, lambda store: store.delete(agent_id)):
+        err_console.print(f"[red]error:[/red] no agent {agent_id!r}")
+        raise typer.Exit(1)
+    console.print(f"deleted {agent_id}")

@@ -1,0 +1,33 @@
+"""Options shared by the CLI commands, and the one place the CLI turns them into :class:`Settings`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from hivegate.settings import Settings, SettingsError, load_settings
+
+__all__ = ["ConfigOption", "DatabaseOption", "err_console", "settings_from"]
+
+err_console = Console(stderr=True)
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="TOML file with settings and [[agents]] (default: none).", exists=False),
+]
+DatabaseOption = Annotated[
+    str | None, typer.Option("--database-url", help="Database URL (overrides [database].url / HIVEGATE_DATABASE__URL).")
+]
+
+
+def settings_from(config: Path | None, **groups: dict[str, Any]) -> Settings:
+    """Load settings or exit with status 2 and a message naming the bad key."""
+    overrides = {name: values for name, values in groups.items() if values}
+    try:
+        return load_settings(config, **overrides)
+    except SettingsError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None

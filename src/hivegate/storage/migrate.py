@@ -1,0 +1,74 @@
+"""Schema migrations: bring a registry database to the newest schema with Alembic, configured in code.
+
+The migration scripts ship inside the package (``hivegate/storage/migrations``), so
+no ``alembic.ini`` is needed at runtime.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, text
+
+from hivegate.storage.sql import WRITE_TRANSACTION_OPTION, create_sql_engine
+
+__all__ = ["SCRIPT_LOCATION", "alembic_config", "upgrade"]
+
+SCRIPT_LOCATION = Path(__file__).with_name("migrations")
+"""The folder holding ``env.py`` and ``versions/``."""
+
+_MIGRATION_LOCK_KEY = int.from_bytes(b"hivegate")
+"""PostgreSQL advisory lock key serializing migrations of concurrently starting gateways."""
+
+
+def alembic_config(url: str | None = None) -> Config:
+    """An Alembic ``Config`` for the registry's migrations, without an ini file.
+
+    Args:
+        url: set as the ``sqlalchemy.url`` main option, for running ``alembic``
+            commands (such as ``revision --autogenerate``) from code; :func:`upgrade`
+            passes its connection instead.
+    """
+    config = Config()
+    config.set_main_option("script_location", str(SCRIPT_LOCATION))
+    config.set_main_option("path_separator", "os")
+    if url is not None:
+        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))  # ConfigParser interpolation
+    return config
+
+
+async def upgrade(url: str, revision: str = "head") -> None:
+    """Migrate the database at ``url`` to ``revision`` (default: the newest), in one transaction.
+
+    Idempotent: a database already at ``revision`` is left as it is. Concurrent
+    callers are serialized (PostgreSQL: an advisory transaction lock; SQLite:
+    ``BEGIN IMMEDIATE``), so gateways starting together do not race.
+
+    Args:
+        url: a database URL as for :func:`hivegate.storage.sql.create_sql_engine`
+            (a SQLite file's missing parent folder is created).
+        revision: an Alembic revision id, or ``"head"``.
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: when the database is unreachable or a migration fails
+            (nothing is applied; both backends have transactional DDL here).
+        alembic.util.CommandError: for an unknown ``revision``.
+    """
+    engine = create_sql_engine(url)
+    try:
+        async with engine.connect() as connection:
+            await connection.execution_options(**{WRITE_TRANSACTION_OPTION: True})
+            async with connection.begin():
+                if connection.dialect.name == "postgresql":
+                    await connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+                await connection.run_sync(_upgrade, revision)
+    finally:
+        await engine.dispose()
+
+
+def _upgrade(connection: Connection, revision: str) -> None:
+    config = alembic_config()
+    config.attributes["connection"] = connection
+    command.upgrade(config, revision)

@@ -1,0 +1,52 @@
+"""Alembic environment for the registry schema.
+
+Run through :func:`hivegate.storage.migrate.upgrade`, which passes an open
+connection (already in a transaction) as ``config.attributes["connection"]``.
+Used from the ``alembic`` command line (e.g. ``revision --autogenerate``) with a
+config built by :func:`hivegate.storage.migrate.alembic_config`, it reads the URL from
+the ``sqlalchemy.url`` main option. It never reads the environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from alembic import context
+from sqlalchemy import Connection
+
+from hivegate.storage.sql import create_sql_engine
+from hivegate.storage.tables import metadata
+
+
+def _run(connection: Connection) -> None:
+    context.configure(connection=connection, target_metadata=metadata, render_as_batch=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+async def _run_with_own_engine(url: str) -> None:
+    engine = create_sql_engine(url)
+    try:
+        async with engine.begin() as connection:
+            await connection.run_sync(_run)
+    finally:
+        await engine.dispose()
+
+
+def _main() -> None:
+    config = context.config
+    connection = config.attributes.get("connection")
+    url = config.get_main_option("sqlalchemy.url")
+    if context.is_offline_mode():
+        context.configure(url=url, target_metadata=metadata, literal_binds=True, render_as_batch=True)
+        with context.begin_transaction():
+            context.run_migrations()
+    elif isinstance(connection, Connection):
+        _run(connection)
+    elif url is not None:
+        asyncio.run(_run_with_own_engine(url))
+    else:
+        raise RuntimeError("no database: pass config.attributes['connection'] or set the sqlalchemy.url option")
+
+
+_main()

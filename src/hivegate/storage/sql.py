@@ -1,0 +1,262 @@
+"""``SqlAgentStore``: the agent registry in SQLite (aiosqlite) or PostgreSQL (asyncpg) via SQLAlchemy 2 async.
+
+The schema is created by the Alembic migrations (``hivegate.storage.migrate``), not
+here; ``hivegate.storage.create_agent_store`` runs them before building the store.
+
+Writers serialize on the registry revision: on PostgreSQL each write transaction
+starts with ``SELECT ... FOR UPDATE`` on the ``registry_state`` row; on SQLite each
+write transaction starts with ``BEGIN IMMEDIATE`` (taking the database's write lock
+up front, waiting up to the busy timeout), so concurrent writers queue instead of
+failing with "database is locked".
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Unpack
+
+from sqlalchemy import Connection, Row, Select, bindparam, event, insert, or_, select, text, update
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from hivegate.agents.model import AgentSpec
+from hivegate.storage.base import AgentStore, ApplyReport, RegistryChanges, StoredAgent
+from hivegate.storage.tables import (
+    REGISTRY_STATE_ID,
+    agents,
+    decode_spec,
+    encode_spec,
+    plan_apply,
+    registry_state,
+    require_unique_ids,
+)
+
+__all__ = ["WRITE_TRANSACTION_OPTION", "SqlAgentStore", "create_sql_engine"]
+
+SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
+"""How long a SQLite writer waits for the write lock before failing with "database is locked"."""
+
+CONNECT_TIMEOUT_SECONDS = 10.0
+"""How long opening a PostgreSQL connection may take."""
+
+WRITE_TRANSACTION_OPTION = "hivegate_write"
+"""Connection execution option marking a write transaction (SQLite: ``BEGIN IMMEDIATE``)."""
+
+_ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg"}
+
+
+def create_sql_engine(url: str) -> AsyncEngine:
+    """An async engine for ``url``, set up the way the registry needs it.
+
+    Args:
+        url: ``sqlite+aiosqlite:///relative/or//absolute/path.db`` or
+            ``postgresql+asyncpg://user@host:port/db``; the bare ``sqlite://`` and
+            ``postgresql://`` schemes get those async drivers.
+
+    SQLite: the file's parent folder is created if missing; every connection gets
+    WAL journaling, foreign keys and a busy timeout of
+    :data:`SQLITE_BUSY_TIMEOUT_SECONDS`, and SQLAlchemy (not the driver) emits
+    ``BEGIN`` (``BEGIN IMMEDIATE`` for write transactions).
+
+    Raises:
+        sqlalchemy.exc.ArgumentError: when ``url`` cannot be parsed.
+        ValueError: for an in-memory SQLite URL (each connection would see its own database).
+    """
+    parsed = _with_async_driver(make_url(url))
+    if parsed.get_backend_name() != "sqlite":
+        return create_async_engine(parsed, connect_args={"timeout": CONNECT_TIMEOUT_SECONDS}, pool_pre_ping=True)
+    database = parsed.database or ""
+    if database in ("", ":memory:") or database.startswith("file:") or parsed.query.get("mode") == "memory":
+        raise ValueError(f"SqlAgentStore needs a SQLite file, not an in-memory database: {url!r}")
+    Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_async_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS})
+    event.listen(engine.sync_engine, "connect", _on_sqlite_connect)
+    event.listen(engine.sync_engine, "begin", _on_sqlite_begin)
+    return engine
+
+
+class SqlAgentStore(AgentStore):
+    """An :class:`AgentStore` in a SQL database; the schema must already be migrated.
+
+    Args:
+        url: a database URL, as for :func:`create_sql_engine`.
+
+    Errors from the database (unreachable, schema missing) surface as
+    ``sqlalchemy.exc.SQLAlchemyError`` subclasses; a failed ``apply`` or ``delete``
+    writes nothing.
+    """
+
+    def __init__(self, url: str) -> None:
+        self._engine = create_sql_engine(url)
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The underlying engine (for event hooks and diagnostics; the store owns and disposes it)."""
+        return self._engine
+
+    async def apply(self, specs: Sequence[AgentSpec], *, prune: bool = False) -> ApplyReport:
+        """See :meth:`AgentStore.apply`; one transaction.
+
+        Raises:
+            ValueError: when two specs share an id; nothing is written.
+        """
+        require_unique_ids(specs)
+        texts = {spec.id: encode_spec(spec) for spec in specs}
+        async with self._write_transaction() as (conn, current):
+            query = select(agents.c.id, agents.c.spec, agents.c.deleted_at)
+            if prune:
+                query = query.where(or_(agents.c.id.in_(texts), agents.c.deleted_at.is_(None)))
+            else:
+                query = query.where(agents.c.id.in_(texts))
+            rows = (await conn.execute(query)).all()
+            plan = plan_apply(texts, {r.id: r.spec if r.deleted_at is None else None for r in rows}, prune=prune)
+            if not (plan.created or plan.updated or plan.deleted):
+                return replace(plan, revision=current)
+            revision = current + 1
+            await _write_plan(conn, plan, texts, {r.id for r in rows}, revision)
+        return replace(plan, revision=revision)
+
+    async def get(self, agent_id: str) -> StoredAgent | None:
+        """See :meth:`AgentStore.get`."""
+        query = _live_agents().where(agents.c.id == agent_id)
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return _stored_agent(row) if row is not None else None
+
+    async def list(self) -> builtins.list[StoredAgent]:
+        """See :meth:`AgentStore.list`."""
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(_live_agents().order_by(agents.c.id))).all()
+        return [_stored_agent(row) for row in rows]
+
+    async def delete(self, agent_id: str) -> bool:
+        """See :meth:`AgentStore.delete`; one transaction."""
+        async with self._write_transaction() as (conn, current):
+            live = (await conn.execute(_live_agents().where(agents.c.id == agent_id))).first()
+            if live is None:
+                return False
+            now = datetime.now(UTC)
+            await conn.execute(
+                update(agents).where(agents.c.id == agent_id).values(revision=current + 1, deleted_at=now)
+            )
+            await _set_revision(conn, current + 1)
+        return True
+
+    async def revision(self) -> int:
+        """See :meth:`AgentStore.revision`."""
+        async with self._engine.connect() as conn:
+            return await _read_revision(conn)
+
+    async def changes_since(self, revision: int) -> RegistryChanges:
+        """See :meth:`AgentStore.changes_since`; ``upserted`` and ``deleted`` are ordered by id.
+
+        The revision is read first and rows newer than it are left for the next call,
+        so a concurrent writer can never make a change look older than the returned
+        revision (PostgreSQL reads at READ COMMITTED, one snapshot per statement).
+        """
+        async with self._engine.connect() as conn:
+            current = await _read_revision(conn)
+            query = (
+                select(agents).where(agents.c.revision > revision, agents.c.revision <= current).order_by(agents.c.id)
+            )
+            rows = (await conn.execute(query)).all()
+        return RegistryChanges(
+            upserted=tuple(_stored_agent(r) for r in rows if r.deleted_at is None),
+            deleted=tuple(r.id for r in rows if r.deleted_at is not None),
+            revision=current,
+        )
+
+    async def ping(self) -> None:
+        """See :meth:`AgentStore.ping`: runs ``SELECT 1``.
+
+        Raises:
+            sqlalchemy.exc.SQLAlchemyError: or ``OSError``, when the database cannot be reached.
+        """
+        async with self._engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+
+    async def close(self) -> None:
+        """See :meth:`AgentStore.close`: disposes the engine's pool."""
+        await self._engine.dispose()
+
+    @asynccontextmanager
+    async def _write_transaction(self) -> AsyncGenerator[tuple[AsyncConnection, int]]:
+        """A write transaction holding the registry lock, with the revision before it; commits on exit."""
+        async with self._engine.connect() as conn:
+            await conn.execution_options(**{WRITE_TRANSACTION_OPTION: True})
+            async with conn.begin():
+                query = (
+                    select(registry_state.c.revision).where(registry_state.c.id == REGISTRY_STATE_ID).with_for_update()
+                )
+                yield conn, (await conn.execute(query)).scalar_one()
+
+
+def _live_agents() -> Select[str, int, datetime]:
+    return select(agents.c.spec, agents.c.revision, agents.c.updated_at).where(agents.c.deleted_at.is_(None))
+
+
+async def _write_plan(
+    conn: AsyncConnection, plan: ApplyReport, texts: dict[str, str], row_ids: set[str], revision: int
+) -> None:
+    """Write ``plan`` as ``revision``: insert new ids, overwrite stored rows and tombstones, tombstone deletions."""
+    now = datetime.now(UTC)
+    inserts = [i for i in plan.created if i not in row_ids]
+    overwrites = [i for i in (*plan.created, *plan.updated) if i in row_ids]
+    if inserts:
+        values = [{"id": i, "spec": texts[i], "revision": revision, "updated_at": now} for i in inserts]
+        await conn.execute(insert(agents), values)
+    if overwrites:
+        overwrite = (
+            update(agents)
+            .where(agents.c.id == bindparam("key"))
+            .values(spec=bindparam("new_spec"), revision=revision, updated_at=now, deleted_at=None)
+        )
+        await conn.execute(overwrite, [{"key": i, "new_spec": texts[i]} for i in overwrites])
+    if plan.deleted:
+        await conn.execute(
+            update(agents).where(agents.c.id.in_(plan.deleted)).values(revision=revision, deleted_at=now)
+        )
+    await _set_revision(conn, revision)
+
+
+def _stored_agent(row: Row[Unpack[tuple[Any, ...]]]) -> StoredAgent:
+    """The agent in a row with ``spec``, ``revision`` and ``updated_at`` columns."""
+    return StoredAgent(spec=decode_spec(row.spec), revision=row.revision, updated_at=row.updated_at)
+
+
+async def _read_revision(conn: AsyncConnection) -> int:
+    query = select(registry_state.c.revision).where(registry_state.c.id == REGISTRY_STATE_ID)
+    return (await conn.execute(query)).scalar_one()
+
+
+async def _set_revision(conn: AsyncConnection, revision: int) -> None:
+    query = update(registry_state).where(registry_state.c.id == REGISTRY_STATE_ID).values(revision=revision)
+    await conn.execute(query)
+
+
+def _with_async_driver(url: URL) -> URL:
+    driver = _ASYNC_DRIVERS.get(url.drivername)
+    return url.set(drivername=driver) if driver is not None else url
+
+
+def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    # The driver's own implicit BEGIN is off: _on_sqlite_begin emits BEGIN itself,
+    # so reads are transactions too and writers can take the lock up front.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_SECONDS * 1000)}")
+    finally:
+        cursor.close()
+
+
+def _on_sqlite_begin(conn: Connection) -> None:
+    write = conn.get_execution_options().get(WRITE_TRANSACTION_OPTION, False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
