@@ -5,6 +5,7 @@
     GatewayError                      code             HTTP  JSON-RPC
     ├── InvalidRequestError           invalid_request   400  -32600
     │   ├── ParseError                parse_error       400  -32700
+    │   ├── BatchNotSupportedError    batch_not_supported 400 -32600
     │   ├── PayloadTooLargeError      payload_too_large 413  -32600
     │   └── UnsupportedMediaTypeError unsupported_media_type 415 -32600
     ├── InvalidParamsError            invalid_params    400  -32602
@@ -33,6 +34,7 @@ from typing import Any, ClassVar
 __all__ = [
     "AgentError",
     "AgentNotFoundError",
+    "BatchNotSupportedError",
     "ForbiddenOriginError",
     "GatewayError",
     "InternalError",
@@ -90,6 +92,12 @@ class InvalidRequestError(GatewayError):
 class ParseError(InvalidRequestError):
     code = "parse_error"
     jsonrpc_code = PARSE_ERROR
+
+
+class BatchNotSupportedError(InvalidRequestError):
+    """A JSON array body. Spec: batching exists only in MCP 2025-03-26; hivegate answers -32600 on every revision."""
+
+    code = "batch_not_supported"
 
 
 class PayloadTooLargeError(InvalidRequestError):

@@ -11,7 +11,7 @@ import logging
 
 from starlette.types import Receive, Scope, Send
 
-from hivegate.errors import AgentNotFoundError, GatewayError, InternalError
+from hivegate.errors import AgentNotFoundError, BatchNotSupportedError, GatewayError, InternalError
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.rendering import jsonrpc_error_response
 from hivegate.mcp.transport import HostPolicy, check_content_type, read_body, replay_receive
@@ -43,6 +43,11 @@ class McpEndpoint:
         if scope["method"] == "POST":
             check_content_type(headers)
             body = await read_body(scope, receive, self._max_body_bytes, headers)
+            if body.lstrip()[:1] == b"[":
+                raise BatchNotSupportedError(
+                    "JSON-RPC batches are not supported: send one request per POST "
+                    "(batching existed only in MCP 2025-03-26 and was removed in 2025-06-18)"
+                )
             receive = replay_receive(body, receive)
         try:
             runtime = await self._host.runtime(agent_id)

@@ -1,0 +1,48 @@
+# hivegate: `make serve` and `make test` are the whole set-up on a fresh machine
+# (Python 3.11+, make, node/npm). Everything else is installed by these targets.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: install tools serve test lint format check-types pytest conformance bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+install: $(STAMP)
+
+tools:
+	bash scripts/install-tools.sh
+
+serve: install
+	$(BIN)/hivegate serve --config examples/hivegate.toml --dev
+
+lint: install
+	$(BIN)/ruff format --check src tests examples bench
+	$(BIN)/ruff check src tests examples bench
+
+format: install
+	$(BIN)/ruff format src tests examples bench
+	$(BIN)/ruff check --fix src tests examples bench
+
+check-types: install
+	$(BIN)/pyright
+
+pytest: install tools
+	$(BIN)/python -m pytest
+
+test: lint check-types pytest
+
+conformance: install tools
+	$(BIN)/python -m pytest tests/e2e/test_conformance.py -v
+
+bench: install
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) .tools .hivegate .pytest_cache .ruff_cache

@@ -1,0 +1,89 @@
+"""Run a real hivegate server (``python -m hivegate serve``) on a free loopback port for a test.
+
+The server prints ``hivegate listening on URL`` once it accepts connections; we wait for that
+line (bounded), so no test sleeps or polls.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["ROOT", "GatewayProcess", "run_gateway"]
+
+ROOT = Path(__file__).resolve().parent.parent
+STARTUP_TIMEOUT_SECONDS = 30.0
+
+
+class GatewayProcess:
+    """A running server: ``url`` (base, no trailing slash) and its captured output."""
+
+    def __init__(self, process: subprocess.Popen[str], url: str, lines: queue.Queue[str | None]) -> None:
+        self.process = process
+        self.url = url
+        self._lines = lines
+
+    def output(self) -> str:
+        """What the server printed so far (stdout and stderr)."""
+        out: list[str] = []
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                return "".join(out)
+            if line is not None:
+                out.append(line)
+
+
+def _pump(stream: object, lines: queue.Queue[str | None]) -> None:
+    for line in stream:  # type: ignore[attr-defined]  # a text-mode pipe
+        lines.put(line)
+    lines.put(None)
+
+
+@contextmanager
+def run_gateway(
+    config: Path | None, *, database_url: str = "memory://", extra_args: Sequence[str] = (), env: dict[str, str] | None = None
+) -> Iterator[GatewayProcess]:
+    """Start ``hivegate serve`` with ``config`` on port 0 and yield it once it listens; stop it afterwards."""
+    args = [sys.executable, "-m", "hivegate", "serve", "--port", "0", "--dev", "--database-url", database_url]
+    if config is not None:
+        args += ["--config", str(config)]
+    args += list(extra_args)
+    proc_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    process = subprocess.Popen(
+        args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=proc_env
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+    pump = threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True)
+    pump.start()
+    seen: list[str] = []
+    url = None
+    try:
+        while url is None:
+            try:
+                line = lines.get(timeout=STARTUP_TIMEOUT_SECONDS)
+            except queue.Empty:
+                raise RuntimeError("hivegate did not start in time:\n" + "".join(seen)) from None
+            if line is None:
+                raise RuntimeError("hivegate exited during start-up:\n" + "".join(seen))
+            seen.append(line)
+            if line.startswith("hivegate listening on "):
+                url = line.removeprefix("hivegate listening on ").strip()
+        yield GatewayProcess(process, url, lines)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        pump.join(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
