@@ -57,8 +57,18 @@ class AgentStore(Protocol):
     async def apply(self, specs: Sequence[AgentSpec], *, prune: bool = False) -> ApplyReport:
         """Create or update ``specs`` atomically (all or nothing).
 
-        A spec equal to the stored one is ``unchanged`` and does not bump the revision.
-        With ``prune``, stored agents absent from ``specs`` are deleted in the same transaction.
+        A spec equal to the stored one (same canonical JSON) is ``unchanged`` and does
+        not bump the revision. With ``prune``, stored agents absent from ``specs`` are
+        deleted in the same transaction. An apply that changes anything bumps the
+        revision exactly once, and every agent it writes carries that revision. A
+        deleted id given again is ``created``.
+
+        Returns:
+            ``created``/``updated``/``unchanged`` in the order of ``specs``,
+            ``deleted`` sorted by id, and the revision after the apply.
+
+        Raises:
+            ValueError: when two specs share an id (before anything is written).
         """
         ...
 
@@ -79,7 +89,11 @@ class AgentStore(Protocol):
         ...
 
     async def changes_since(self, revision: int) -> RegistryChanges:
-        """Agents written and ids deleted after ``revision``, plus the current revision."""
+        """Agents written and ids deleted after ``revision``, plus the current revision.
+
+        Both tuples are ordered by id; an id appears in at most one of them (its latest
+        state). Passing the returned ``revision`` to the next call yields only later changes.
+        """
         ...
 
     async def ping(self) -> None:

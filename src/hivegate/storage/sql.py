@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Unpack
+from typing import Any
 
 from sqlalchemy import Connection, Row, Select, bindparam, event, insert, or_, select, text, update
 from sqlalchemy.engine import URL, make_url
@@ -224,7 +224,7 @@ async def _write_plan(
     await _set_revision(conn, revision)
 
 
-def _stored_agent(row: Row[Unpack[tuple[Any, ...]]]) -> StoredAgent:
+def _stored_agent(row: Row[*tuple[Any, ...]]) -> StoredAgent:
     """The agent in a row with ``spec``, ``revision`` and ``updated_at`` columns."""
     return StoredAgent(spec=decode_spec(row.spec), revision=row.revision, updated_at=row.updated_at)
 
