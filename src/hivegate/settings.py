@@ -61,6 +61,8 @@ class McpSettings(_Group):
     default_page_size: Annotated[int, Field(ge=1, le=1000)] = 50
     session_idle_timeout_seconds: Annotated[float, Field(gt=0)] = 1800.0
     max_sessions_per_agent: Annotated[int, Field(ge=1)] = 10_000
+    sse_retry_interval_ms: Annotated[int, Field(ge=0)] = 1000
+    """``retry:`` advice on handshake-era SSE streams (SEP-1699 polling)."""
     fast_path: bool = True
     """Serve plain 2026-07-28 JSON requests on hivegate's lean path (same handlers as the SDK path)."""
 

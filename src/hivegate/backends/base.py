@@ -78,6 +78,10 @@ class Backend(Protocol):
         """Whether the backend server handles ``method`` (False without a server)."""
         ...
 
+    def tool_input_schema(self, name: str) -> Mapping[str, Any] | None:
+        """The backend server's ``inputSchema`` for tool ``name``, when it can tell without a listing."""
+        ...
+
     async def start(self) -> None:
         """Acquire resources (enter the backend server's lifespan). Called once before use."""
         ...

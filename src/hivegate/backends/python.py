@@ -82,6 +82,9 @@ class CallableBackend:
     def has_method(self, method: str) -> bool:
         return False
 
+    def tool_input_schema(self, name: str) -> Mapping[str, Any] | None:
+        return None
+
     async def start(self) -> None:
         return None
 
@@ -172,6 +175,11 @@ class SdkServerBackend:
     def has_method(self, method: str) -> bool:
         """Whether the backend server registers a handler for ``method``."""
         return self._server.get_request_handler(method) is not None
+
+    def tool_input_schema(self, name: str) -> Mapping[str, Any] | None:
+        """The server's own schema lookup (``MCPServer`` provides one), or None."""
+        lookup = self._server.get_tool_input_schema
+        return lookup(name) if lookup is not None else None
 
     async def request(self, ctx: ServerRequestContext[Any, Any], method: str, params: Mapping[str, Any]) -> Any:
         entry = self._server.get_request_handler(method)

@@ -12,9 +12,16 @@ import logging
 from starlette.types import Receive, Scope, Send
 
 from hivegate.errors import AgentNotFoundError, BatchNotSupportedError, GatewayError, InternalError
+from hivegate.mcp.fastpath import fast_candidate, serve_fast
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.rendering import jsonrpc_error_response
-from hivegate.mcp.transport import HostPolicy, check_content_type, read_body, replay_receive
+from hivegate.mcp.transport import (
+    HostPolicy,
+    check_content_type,
+    read_body,
+    replay_receive,
+    strip_header_whitespace,
+)
 from hivegate.settings import Settings
 
 __all__ = ["McpEndpoint"]
@@ -29,6 +36,7 @@ class McpEndpoint:
         self._host = host
         self._policy = HostPolicy(settings.server.allowed_hosts, settings.server.allowed_origins)
         self._max_body_bytes = settings.server.max_body_bytes
+        self._fast_path = settings.mcp.fast_path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -37,9 +45,11 @@ class McpEndpoint:
             await jsonrpc_error_response(exc)(scope, receive, send)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope["headers"] = strip_header_whitespace(scope["headers"])
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         self._policy.check(headers)
         agent_id: str = scope["path_params"]["agent_id"]
+        body: bytes | None = None
         if scope["method"] == "POST":
             check_content_type(headers)
             body = await read_body(scope, receive, self._max_body_bytes, headers)
@@ -58,4 +68,9 @@ class McpEndpoint:
             raise InternalError("The agent could not be started.") from None
         if runtime is None:
             raise AgentNotFoundError(agent_id)
+        if body is not None and self._fast_path:
+            decoded = fast_candidate(runtime, headers, body)
+            if decoded is not None:
+                await serve_fast(runtime, decoded, scope, receive, send)
+                return
         await runtime.manager.handle_request(scope, receive, send)

@@ -37,6 +37,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from hivegate.agents.model import AgentSpec
 from hivegate.backends.base import Backend
 from hivegate.backends.python import create_python_backend
+from hivegate.mcp.event_store import MemoryEventStore
 from hivegate.mcp.handlers import AgentHandlers
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.view import AgentView
@@ -116,6 +117,8 @@ class AgentRuntime:
         self._apply_identity(view.spec)
         self.manager = StreamableHTTPSessionManager(
             app=self.server,
+            event_store=MemoryEventStore(),
+            retry_interval=settings.mcp.sse_retry_interval_ms,
             json_response=False,
             security_settings=None,  # hivegate checks Host/Origin before a request reaches the SDK
             session_idle_timeout=settings.mcp.session_idle_timeout_seconds,
@@ -128,6 +131,25 @@ class AgentRuntime:
     @property
     def view(self) -> AgentView:
         return self._view
+
+    @property
+    def server_info(self) -> dict[str, Any]:
+        """The agent's ``serverInfo`` as a wire dict (shared: callers must not mutate it)."""
+        return self._server_info
+
+    def tool_input_schema(self, name: object) -> dict[str, Any] | None:
+        """The ``inputSchema`` of tool ``name`` (the agent's own, else the backend server's), or None.
+
+        Serves ``Mcp-Param-*`` validation on both paths (Spec: SEP-2243) without a tools/list per call.
+        """
+        if not isinstance(name, str):
+            return None
+        view = self._view
+        own = view.tool_schemas.get(name)
+        if own is not None or view.backend is None:
+            return own
+        schema = view.backend.tool_input_schema(name)
+        return dict(schema) if schema is not None else None
 
     @classmethod
     async def start(
@@ -169,6 +191,7 @@ class AgentRuntime:
             on_get_prompt=h.on_get_prompt,
             on_completion=h.on_completion,
             on_subscriptions_listen=ListenHandler(self.bus),
+            get_tool_input_schema=self.tool_input_schema,
         )
         # Handshake-era only: the modern wire answers these with -32601 (they were removed in 2026-07-28).
         server.add_request_handler("resources/subscribe", SubscribeRequestParams, h.on_subscribe)
@@ -185,6 +208,7 @@ class AgentRuntime:
         server.description = spec.description or None
         server.instructions = spec.instructions
         server.__dict__.pop("_server_info_stamp_source", None)  # drop the SDK's cached serverInfo dump
+        self._server_info = server.server_info.model_dump(by_alias=True, mode="json", exclude_none=True)
         server.cache_hints = {
             method: CacheHint(ttl_ms=hint.ttl_ms, scope=hint.scope)
             for method in _CACHEABLE

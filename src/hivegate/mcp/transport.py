@@ -23,7 +23,7 @@ from hivegate.errors import (
     UnsupportedMediaTypeError,
 )
 
-__all__ = ["HostPolicy", "read_body", "replay_receive"]
+__all__ = ["HostPolicy", "check_content_type", "read_body", "replay_receive", "strip_header_whitespace"]
 
 
 class HostPolicy:
@@ -99,6 +99,17 @@ async def read_body(scope: Scope, receive: Receive, limit_bytes: int, headers: d
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
+
+
+def strip_header_whitespace(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """Drop optional whitespace around header values (RFC 9110 §5.5: OWS is not part of the value).
+
+    uvicorn's httptools parser keeps trailing whitespace; the MCP routing headers must be
+    compared without it (Spec: SEP-2243, "servers MUST tolerate optional whitespace").
+    """
+    if not any(v[:1] in (b" ", b"\t") or v[-1:] in (b" ", b"\t") for _, v in raw):
+        return raw
+    return [(k, v.strip(b" \t")) for k, v in raw]
 
 
 def replay_receive(body: bytes, receive: Receive) -> Receive:

@@ -8,6 +8,7 @@ new view; requests already running keep the view they started with.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from mcp_types import Prompt, Tool
 
@@ -43,6 +44,7 @@ class AgentView:
     catalog: ResourceCatalog | None = None
     prompts: dict[str, PromptSpec] = field(default_factory=dict)
     prompt_list: tuple[Prompt, ...] = ()
+    tool_schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, spec: AgentSpec, backend: Backend | None) -> AgentView:
@@ -64,6 +66,7 @@ class AgentView:
             catalog=ResourceCatalog(spec),
             prompts={p.name: p for p in spec.prompts},
             prompt_list=tuple(prompt_descriptor(p) for p in spec.prompts),
+            tool_schemas={t.name: t.input_schema for t in tools},
         )
 
     @property

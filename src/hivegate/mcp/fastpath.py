@@ -1,0 +1,237 @@
+"""hivegate's lean path for a plain 2026-07-28 request: one JSON object in, one JSON object out.
+
+The stateless revision needs no session, no stream and no task per request, so a request
+that cannot produce a notification is served here instead of through the SDK's transport:
+the same validation ladder (the SDK's own ``classify_inbound_request``, ``Mcp-Param-*``
+validation and per-version surface validation), then the very handler registered on the
+agent's SDK ``Server``, then the SDK's result shaping (cache hints, ``resultType``,
+``_meta`` serverInfo), serialized with orjson.
+
+Taken only when all hold: the ``MCP-Protocol-Version`` header names a modern revision, the
+body is one JSON-RPC request (an object with an ``id``) for a method listed in
+``FAST_METHODS``, it asks for neither progress (``_meta.progressToken``) nor log messages
+(``_meta`` logLevel), and the agent has no SDK server backend (whose handlers may stream).
+Anything else — notifications, ``subscriptions/listen``, unknown methods, malformed
+envelopes the SDK words its own way — goes to the SDK path, so both paths answer alike.
+
+Spec: MCP 2026-07-28 basic/transports (Streamable HTTP, modern era); SEP-2575 (envelope),
+SEP-2243 (headers), SEP-2549 (cache hints), spec PR #3002 (serverInfo in results).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import orjson
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.shared.dispatcher import CallOptions
+from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    MCP_PARAM_HEADER_PREFIX,
+    InboundLadderRejection,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+    validate_mcp_param_headers,
+)
+from mcp.shared.transport_context import TransportContext
+from mcp_types import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, LOG_LEVEL_META_KEY, RequestId
+from mcp_types import methods as surface
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, ValidationError
+from starlette.types import Receive, Scope, Send
+
+from hivegate.mcp.runtime import AgentRuntime
+
+__all__ = ["FAST_METHODS", "serve_fast"]
+
+logger = logging.getLogger(__name__)
+
+FAST_METHODS = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/read",
+        "resources/templates/list",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+    }
+)
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+_MCP_PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower()
+_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+
+
+class _SingleResponseContext:
+    """The dispatch context of a request that cannot stream: no notifications, no server requests.
+
+    Structurally a ``mcp.shared.dispatcher.DispatchContext``.
+    """
+
+    can_send_request = False
+
+    def __init__(self, request_id: RequestId, headers: Mapping[str, str]) -> None:
+        self.transport = TransportContext(kind="streamable-http", can_send_request=False, headers=headers)
+        self.request_id = request_id
+        self.message_metadata = None
+        self.cancel_requested = anyio.Event()
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> dict[str, Any]:
+        raise NoBackChannelError(method)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        return None
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        return None
+
+
+def _accepts_json_and_sse(accept: str) -> bool:
+    """Spec: the client MUST accept both ``application/json`` and ``text/event-stream`` (wildcards count)."""
+    types = {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
+    if "*/*" in types:
+        return True
+    return bool(types & {"application/json", "application/*"}) and bool(types & {"text/event-stream", "text/*"})
+
+
+def fast_candidate(runtime: AgentRuntime, headers: Mapping[str, str], body: bytes) -> dict[str, Any] | None:
+    """The decoded request if it can take the lean path, else None (the SDK path serves it)."""
+    if headers.get("mcp-protocol-version") not in MODERN_PROTOCOL_VERSIONS:
+        return None
+    if runtime.view.serves_backend or not _accepts_json_and_sse(headers.get("accept", "")):
+        return None
+    try:
+        decoded = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(decoded, dict) or decoded.get("method") not in FAST_METHODS or "id" not in decoded:
+        return None
+    request_id = decoded["id"]
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int) or decoded.get("jsonrpc") != "2.0":
+        return None
+    params = decoded.get("params")
+    if params is not None and not isinstance(params, dict):
+        return None
+    meta = params.get("_meta") if params else None
+    if isinstance(meta, dict) and ("progressToken" in meta or LOG_LEVEL_META_KEY in meta):
+        return None
+    return decoded
+
+
+def _mcp_param_rejection(
+    runtime: AgentRuntime, params: Mapping[str, Any], headers: Mapping[str, str]
+) -> InboundLadderRejection | None:
+    """Spec: SEP-2243: ``Mcp-Param-*`` headers must mirror the arguments their ``x-mcp-header`` names."""
+    arguments = params.get("arguments") or {}
+    if not isinstance(arguments, Mapping):
+        return None
+    if not arguments and not any(name.startswith(_MCP_PARAM_PREFIX) for name in headers):
+        return None
+    schema = runtime.tool_input_schema(params.get("name"))
+    if schema is None:
+        return None
+    return validate_mcp_param_headers(schema, arguments, headers)
+
+
+async def _dispatch(runtime: AgentRuntime, decoded: dict[str, Any], version: str, verdict: Any, headers: Any) -> Any:
+    method: str = decoded["method"]
+    params: dict[str, Any] = decoded.get("params") or {}
+    try:
+        surface.validate_client_request(method, version, params)
+    except KeyError:
+        raise MCPError(-32601, "Method not found", data=method) from None
+    entry = runtime.server.get_request_handler(method)
+    if entry is None:
+        raise MCPError(-32601, "Method not found", data=method)
+    typed = entry.params_type.model_validate(params, by_name=False)
+    connection = Connection.from_envelope(version, verdict.client_info, verdict.client_capabilities)
+    dctx = _SingleResponseContext(decoded["id"], headers)
+    meta = params.get("_meta")
+    session = ServerSession(dctx, connection, request_meta=meta)  # type: ignore[arg-type]  # structural DispatchContext
+    ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
+        session=session,
+        lifespan_context={},
+        protocol_version=version,
+        method=method,
+        params=params,
+        request_id=decoded["id"],
+        meta=meta,
+    )
+    return await entry.handler(ctx, typed)
+
+
+def _shape(runtime: AgentRuntime, method: str, result: Any) -> dict[str, Any]:
+    """The SDK's outbound shaping for a modern result: cache hints, ``resultType``, serverInfo stamp."""
+    dumped: dict[str, Any] = (
+        result.model_dump(by_alias=True, mode="json", exclude_none=True) if isinstance(result, BaseModel) else result
+    )
+    hint = runtime.server.cache_hints.get(method)
+    if hint is not None and dumped.get("resultType", "complete") == "complete":
+        dumped.setdefault("ttlMs", hint.ttl_ms)
+        dumped.setdefault("cacheScope", hint.scope)
+    dumped.setdefault("resultType", "complete")
+    meta = dumped.get("_meta")
+    if meta is None:
+        dumped["_meta"] = {_SERVER_INFO_KEY: runtime.server_info}
+    elif isinstance(meta, dict) and meta.get(_SERVER_INFO_KEY) is None:
+        dumped["_meta"] = {**meta, _SERVER_INFO_KEY: runtime.server_info}
+    return dumped
+
+
+async def _respond(send: Send, status: int, payload: dict[str, Any]) -> None:
+    body = orjson.dumps(payload)
+    headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _error(send: Send, request_id: RequestId, code: int, message: str, data: Any = None) -> None:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    await _respond(send, ERROR_CODE_HTTP_STATUS.get(code, 200), {"jsonrpc": "2.0", "id": request_id, "error": error})
+
+
+async def serve_fast(runtime: AgentRuntime, decoded: dict[str, Any], scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer one modern request chosen by :func:`fast_candidate` with a single JSON response."""
+    raw_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+    request_id: RequestId = decoded["id"]
+    duplicated = find_duplicated_routing_header(raw_headers)
+    if duplicated is not None:
+        await _error(send, request_id, HEADER_MISMATCH, f"{duplicated} header appears more than once")
+        return
+    headers = dict(raw_headers)
+    verdict = classify_inbound_request(decoded, headers=headers)
+    if isinstance(verdict, InboundLadderRejection):
+        await _error(send, request_id, verdict.code, verdict.message, verdict.data)
+        return
+    method: str = decoded["method"]
+    if method == "tools/call":
+        rejection = _mcp_param_rejection(runtime, decoded.get("params") or {}, headers)
+        if rejection is not None:
+            await _error(send, request_id, rejection.code, rejection.message, rejection.data)
+            return
+    try:
+        result = await _dispatch(runtime, decoded, verdict.protocol_version, verdict, headers)
+        payload = {"jsonrpc": "2.0", "id": request_id, "result": _shape(runtime, method, result)}
+    except MCPError as exc:
+        await _error(send, request_id, exc.code, exc.message, exc.data)
+        return
+    except ValidationError:
+        await _error(send, request_id, INVALID_PARAMS, "Invalid request parameters", "")
+        return
+    except Exception:  # the wire boundary: internals never reach the client
+        logger.exception("agent %s: %s failed on the lean path", runtime.view.spec.id, method)
+        await _error(send, request_id, INTERNAL_ERROR, "Internal server error")
+        return
+    await _respond(send, 200, payload)
