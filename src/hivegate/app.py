@@ -10,7 +10,7 @@ Routes:
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -51,7 +51,7 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Starle
     holder: dict[str, Gateway] = {}
 
     @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(app: Starlette) -> AsyncGenerator[None]:
         agent_store = store if store is not None else await create_agent_store(settings.database.url)
         registry = AgentRegistry(agent_store)
         await registry.refresh()

@@ -24,7 +24,7 @@ from pydantic_settings import (
 
 __all__ = ["DEFAULT_SECRET", "Settings", "SettingsError", "load_settings"]
 
-DEFAULT_SECRET = "hivegate-dev-secret-change-me"  # noqa: S105  # the documented development default, refused outside --dev
+DEFAULT_SECRET = "hivegate-dev-secret-change-me"  # the documented development default, refused outside --dev
 
 
 class SettingsError(ValueError):

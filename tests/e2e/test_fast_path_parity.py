@@ -49,7 +49,10 @@ CASES: dict[str, tuple[str, tuple[dict[str, str], dict[str, Any]]]] = {
             name="=?base64?" + base64.b64encode(b"echo").decode() + "?=",
         ),
     ),
-    "tools/call skill": ("echo", _request("tools/call", {"name": "shout", "arguments": {"message": "x"}}, name="shout")),
+    "tools/call skill": (
+        "echo",
+        _request("tools/call", {"name": "shout", "arguments": {"message": "x"}}, name="shout"),
+    ),
     "tools/call missing message": ("echo", _request("tools/call", {"name": "echo", "arguments": {}}, name="echo")),
     "tools/call unknown tool": ("echo", _request("tools/call", {"name": "nope", "arguments": {}}, name="nope")),
     "tools/call bad arguments type": ("echo", _request("tools/call", {"name": "echo", "arguments": 5}, name="echo")),
@@ -58,7 +61,10 @@ CASES: dict[str, tuple[str, tuple[dict[str, str], dict[str, Any]]]] = {
     "resources/read": ("echo", _request("resources/read", {"uri": "echo://readme"}, name="echo://readme")),
     "resources/read missing": ("echo", _request("resources/read", {"uri": "echo://nope"}, name="echo://nope")),
     "prompts/list": ("echo", _request("prompts/list")),
-    "prompts/get": ("echo", _request("prompts/get", {"name": "echo_twice", "arguments": {"phrase": "a"}}, name="echo_twice")),
+    "prompts/get": (
+        "echo",
+        _request("prompts/get", {"name": "echo_twice", "arguments": {"phrase": "a"}}, name="echo_twice"),
+    ),
     "prompts/get missing argument": ("echo", _request("prompts/get", {"name": "echo_twice"}, name="echo_twice")),
     "prompts/get non-string argument": (
         "echo",
@@ -73,20 +79,33 @@ CASES: dict[str, tuple[str, tuple[dict[str, str], dict[str, Any]]]] = {
     ),
     "bad cursor": ("echo", _request("tools/list", {"cursor": "forged"})),
     "header method mismatch": ("echo", _request("tools/list", **{"Mcp-Method": "prompts/list"})),
-    "header name mismatch": ("echo", _request("tools/call", {"name": "echo", "arguments": {"message": "x"}}, name="other")),
+    "header name mismatch": (
+        "echo",
+        _request("tools/call", {"name": "echo", "arguments": {"message": "x"}}, name="other"),
+    ),
     "missing name header": ("echo", _request("tools/call", {"name": "echo", "arguments": {"message": "x"}})),
     "unsupported version": (
         "echo",
         (
             {**_request("tools/list")[0], "MCP-Protocol-Version": "2099-01-01"},
-            {**_request("tools/list")[1], "params": {"_meta": {**META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}}},
+            {
+                **_request("tools/list")[1],
+                "params": {"_meta": {**META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}},
+            },
         ),
     ),
     "missing meta": ("echo", ({**_request("tools/list")[0]}, {"jsonrpc": "2.0", "id": 7, "method": "tools/list"})),
     "missing capabilities": (
         "echo",
-        (_request("tools/list")[0], {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}),
+        (
+            _request("tools/list")[0],
+            {
+                "jsonrpc": "2.0",
+                "id": 7,
+                "method": "tools/list",
+                "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
+            },
+        ),
     ),
     "string id": ("echo", (_request("tools/list")[0], {**_request("tools/list")[1], "id": "abc"})),
 }

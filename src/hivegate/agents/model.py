@@ -183,7 +183,7 @@ class PromptSpec(_Spec):
 
 
 class PythonBackendSpec(_Spec):
-    """The in-process backend: a callable (``callable = "module:function"``) or an SDK server (``server = "module:attr"``).
+    """The in-process backend: ``callable = "module:function"`` or an SDK server (``server = "module:attr"``).
 
     ``module`` resolves with the agents file's folder first on ``sys.path``.
     """

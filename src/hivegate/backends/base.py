@@ -101,9 +101,7 @@ class Backend(Protocol):
         """
         ...
 
-    async def request(
-        self, ctx: ServerRequestContext[Any, Any], method: str, params: Mapping[str, Any]
-    ) -> Any:
+    async def request(self, ctx: ServerRequestContext[Any, Any], method: str, params: Mapping[str, Any]) -> Any:
         """Run ``method`` on the backend's MCP server within ``ctx`` (same session, same streams).
 
         Returns the handler's result (a pydantic model or a dict).

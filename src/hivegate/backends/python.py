@@ -135,7 +135,7 @@ class SdkServerBackend:
     def __init__(self, target: Any) -> None:
         if isinstance(target, MCPServer):
             self._server: Server[Any] = cast(Server[Any], target._lowlevel_server)  # pyright: ignore[reportPrivateUsage]  # the SDK exposes no public accessor
-            self.subscription_bus: SubscriptionBus | None = cast(SubscriptionBus, target._subscriptions)  # pyright: ignore[reportPrivateUsage]  # same
+            self.subscription_bus: SubscriptionBus | None = target._subscriptions  # pyright: ignore[reportPrivateUsage]  # same
         elif isinstance(target, Server):
             self._server = cast(Server[Any], target)
             self.subscription_bus = None

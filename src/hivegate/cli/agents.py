@@ -80,7 +80,9 @@ def list_agents(config: ConfigOption = None, database_url: DatabaseOption = None
     for item in stored:
         spec = item.spec
         backend = spec.backend.callable or spec.backend.server if spec.backend else "-"
-        table.add_row(spec.id, spec.name, spec.version, "on" if spec.mcp_enabled else "off", backend, str(item.revision))
+        table.add_row(
+            spec.id, spec.name, spec.version, "on" if spec.mcp_enabled else "off", backend, str(item.revision)
+        )
     console.print(table)
 
 

@@ -29,9 +29,7 @@ def serve(
         server_overrides["host"] = host
     if port is not None:
         server_overrides["port"] = port
-    settings = settings_from(
-        config, server=server_overrides, database={"url": database_url} if database_url else {}
-    )
+    settings = settings_from(config, server=server_overrides, database={"url": database_url} if database_url else {})
     if settings.uses_default_secret() and not dev:
         err_console.print(
             "[yellow]warning:[/yellow] security.cursor_key has the development default; "

@@ -202,7 +202,9 @@ async def _error(send: Send, request_id: RequestId, code: int, message: str, dat
     await _respond(send, ERROR_CODE_HTTP_STATUS.get(code, 200), {"jsonrpc": "2.0", "id": request_id, "error": error})
 
 
-async def serve_fast(runtime: AgentRuntime, decoded: dict[str, Any], scope: Scope, receive: Receive, send: Send) -> None:
+async def serve_fast(
+    runtime: AgentRuntime, decoded: dict[str, Any], scope: Scope, receive: Receive, send: Send
+) -> None:
     """Answer one modern request chosen by :func:`fast_candidate` with a single JSON response."""
     raw_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
     request_id: RequestId = decoded["id"]

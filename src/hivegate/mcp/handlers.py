@@ -43,7 +43,6 @@ from mcp_types import (
     ReadResourceResult,
     Resource,
     ResourceTemplate,
-    ResourceTemplateReference,
     SetLevelRequestParams,
     SubscribeRequestParams,
     TextContent,
@@ -152,7 +151,10 @@ class AgentHandlers:
     @_guarded
     async def on_list_tools(self, ctx: Ctx, params: PaginatedRequestParams | None) -> ListToolsResult:
         view = self.view()
-        tools: list[Tool] = [*view.own_tools, *await self._backend_list(ctx, view, "tools/list", "tools", ListToolsResult)]
+        tools: list[Tool] = [
+            *view.own_tools,
+            *await self._backend_list(ctx, view, "tools/list", "tools", ListToolsResult),
+        ]
         items, next_cursor = self._page(view, "tools/list", tools, params.cursor if params else None)
         return ListToolsResult(tools=items, next_cursor=next_cursor)
 
@@ -229,8 +231,10 @@ class AgentHandlers:
             if exc.code in (INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND):
                 raise ResourceNotFoundError(params.uri) from None
             raise
-        if isinstance(result, InputRequiredResult) or (isinstance(result, dict) and "inputRequests" in result):
+        if isinstance(result, InputRequiredResult):
             return result
+        if isinstance(result, dict) and result.get("resultType") == "input_required":
+            return InputRequiredResult.model_validate(result, by_name=False)
         read = _as(ReadResourceResult, result)
         if not read.contents:  # Spec: SEP-2164: never answer a read with empty contents
             raise ResourceNotFoundError(params.uri)
@@ -307,7 +311,7 @@ class AgentHandlers:
                 return None
             argument = next((a for a in prompt.arguments if a.name == params.argument.name), None)
             return list(argument.completions) if argument is not None else []
-        if isinstance(ref, ResourceTemplateReference) and view.catalog is not None:
+        if view.catalog is not None:
             template = view.catalog.template_for(ref.uri)
             if template is None:
                 return None

@@ -7,11 +7,12 @@ runtime is built only when a request first reaches it, and lookups are dict look
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 
 import anyio
 import anyio.abc
+from anyio.streams.memory import MemoryObjectSendStream
 
 from hivegate.agents.registry import AgentChange, AgentRegistry
 from hivegate.mcp.pagination import CursorCodec
@@ -33,10 +34,10 @@ class AgentHost:
         self._runtimes: dict[str, AgentRuntime] = {}
         self._locks: dict[str, anyio.Lock] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
-        self._changes: anyio.abc.ObjectSendStream[AgentChange] | None = None
+        self._changes: MemoryObjectSendStream[AgentChange] | None = None
 
     @asynccontextmanager
-    async def running(self) -> AsyncIterator[AgentHost]:
+    async def running(self) -> AsyncGenerator[AgentHost]:
         """Own the runtimes' tasks; on exit every runtime is closed."""
         send, receive = anyio.create_memory_object_stream[AgentChange](1024)
         unsubscribe = self._registry.subscribe(self._on_change)

@@ -41,12 +41,13 @@ def check_prompt_arguments(prompt: Prompt, arguments: Mapping[str, Any] | None) 
         raise InvalidParamsError(f"Prompt argument values must be strings: {', '.join(bad)}")
     missing = [a.name for a in prompt.arguments or () if a.required and a.name not in given]
     if missing:
-        raise InvalidParamsError(f"Missing required arguments for prompt {prompt.name!r}: {', '.join(missing)}")
+        names = ", ".join(missing)
+        raise InvalidParamsError(f"Missing required arguments for prompt {prompt.name!r}: {names}")
     return given
 
 
 def render_prompt(spec: PromptSpec, arguments: Mapping[str, str]) -> GetPromptResult:
-    """Fill ``spec``'s message templates with ``arguments`` (``{name}`` placeholders; absent optional ones become "")."""
+    """Fill ``spec``'s message templates with ``arguments`` (``{name}``; absent optional ones become "")."""
     values = {a.name: arguments.get(a.name, "") for a in spec.arguments}
     messages: list[PromptMessage] = []
     for message in spec.messages:

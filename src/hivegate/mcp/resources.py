@@ -75,17 +75,32 @@ class ResourceCatalog:
             except InvalidUriTemplate as exc:
                 raise ValueError(f"agent {spec.id!r}: invalid uriTemplate {template.uri_template!r}: {exc}") from exc
         self.resources: list[Resource] = [
-            Resource(uri=CONFIG_URI, name="agent-config", title=f"{spec.name} configuration",
-                     description="This agent's public configuration (JSON).", mime_type="application/json"),
-            Resource(uri=SKILLS_URI, name="agent-skills", title=f"{spec.name} skills",
-                     description="This agent's skills (JSON).", mime_type="application/json"),
+            Resource(
+                uri=CONFIG_URI,
+                name="agent-config",
+                title=f"{spec.name} configuration",
+                description="This agent's public configuration (JSON).",
+                mime_type="application/json",
+            ),
+            Resource(
+                uri=SKILLS_URI,
+                name="agent-skills",
+                title=f"{spec.name} skills",
+                description="This agent's skills (JSON).",
+                mime_type="application/json",
+            ),
         ] + [
             Resource(uri=r.uri, name=r.name, title=r.title, description=r.description, mime_type=r.mime_type)
             for r in spec.resources
         ]
         self.templates: list[ResourceTemplate] = [
-            ResourceTemplate(uri_template=t.uri_template, name=t.name, title=t.title,
-                             description=t.description, mime_type=t.mime_type)
+            ResourceTemplate(
+                uri_template=t.uri_template,
+                name=t.name,
+                title=t.title,
+                description=t.description,
+                mime_type=t.mime_type,
+            )
             for t in spec.resource_templates
         ]
 
@@ -125,8 +140,11 @@ class ResourceCatalog:
                 continue
             flat = {k: v if isinstance(v, str) else ",".join(v) for k, v in values.items()}
             if template.text is not None:
-                return [TextResourceContents(uri=uri, mime_type=template.mime_type or "text/plain",
-                                             text=_fill(template.text, flat))]
+                return [
+                    TextResourceContents(
+                        uri=uri, mime_type=template.mime_type or "text/plain", text=_fill(template.text, flat)
+                    )
+                ]
             assert template.path is not None  # the loop skipped templates with neither
             if any("/" in v or "\\" in v for v in flat.values()):
                 raise ResourceNotFoundError(uri)
@@ -135,11 +153,13 @@ class ResourceCatalog:
 
     async def _read_static(self, resource: ResourceSpec) -> Contents:
         if resource.text is not None:
-            return TextResourceContents(uri=resource.uri, mime_type=resource.mime_type or "text/plain",
-                                        text=resource.text)
+            return TextResourceContents(
+                uri=resource.uri, mime_type=resource.mime_type or "text/plain", text=resource.text
+            )
         if resource.blob is not None:
-            return BlobResourceContents(uri=resource.uri, mime_type=resource.mime_type or "application/octet-stream",
-                                        blob=resource.blob)
+            return BlobResourceContents(
+                uri=resource.uri, mime_type=resource.mime_type or "application/octet-stream", blob=resource.blob
+            )
         assert resource.path is not None  # ResourceSpec requires exactly one source
         return await self._read_file(resource.uri, resource.path, resource.mime_type)
 
