@@ -11,7 +11,7 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -49,8 +49,12 @@ def _pump(stream: object, lines: queue.Queue[str | None]) -> None:
 
 @contextmanager
 def run_gateway(
-    config: Path | None, *, database_url: str = "memory://", extra_args: Sequence[str] = (), env: dict[str, str] | None = None
-) -> Iterator[GatewayProcess]:
+    config: Path | None,
+    *,
+    database_url: str = "memory://",
+    extra_args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+) -> Generator[GatewayProcess]:
     """Start ``hivegate serve`` with ``config`` on port 0 and yield it once it listens; stop it afterwards."""
     args = [sys.executable, "-m", "hivegate", "serve", "--port", "0", "--dev", "--database-url", database_url]
     if config is not None:

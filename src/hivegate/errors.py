@@ -18,7 +18,10 @@
     │   ├── AgentNotFoundError        agent_not_found   404  -32600
     │   └── SessionNotFoundError      session_not_found 404  -32600
     ├── PermissionDeniedError         permission_denied 403  -32600
-    │   └── ForbiddenOriginError      forbidden_origin  403  -32600
+    │   ├── ForbiddenOriginError      forbidden_origin  403  -32600
+    │   └── McpDisabledError          mcp_disabled      403  -32600
+    ├── ServiceUnavailableError       service_unavailable 503 -32603
+    │   └── AgentUnavailableError     agent_unavailable 503  -32603
     ├── MisdirectedRequestError       invalid_host      421  -32600
     ├── NotAcceptableError            not_acceptable    406  -32600
     ├── AgentError                    agent_error       200  (an ``isError`` tool result)
@@ -34,6 +37,7 @@ from typing import Any, ClassVar
 __all__ = [
     "AgentError",
     "AgentNotFoundError",
+    "AgentUnavailableError",
     "BatchNotSupportedError",
     "ForbiddenOriginError",
     "GatewayError",
@@ -41,6 +45,7 @@ __all__ = [
     "InvalidCursorError",
     "InvalidParamsError",
     "InvalidRequestError",
+    "McpDisabledError",
     "MethodNotFoundError",
     "MisdirectedRequestError",
     "NotAcceptableError",
@@ -49,6 +54,7 @@ __all__ = [
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "ResourceNotFoundError",
+    "ServiceUnavailableError",
     "SessionNotFoundError",
     "UnknownPromptError",
     "UnknownToolError",
@@ -170,6 +176,24 @@ class PermissionDeniedError(GatewayError):
 
 class ForbiddenOriginError(PermissionDeniedError):
     code = "forbidden_origin"
+
+
+class McpDisabledError(PermissionDeniedError):
+    """The agent exists and the caller may see it, but its MCP endpoint is switched off (``mcp_enabled = false``)."""
+
+    code = "mcp_disabled"
+
+
+class ServiceUnavailableError(GatewayError):
+    code = "service_unavailable"
+    http_status = 503
+    jsonrpc_code = INTERNAL_ERROR
+
+
+class AgentUnavailableError(ServiceUnavailableError):
+    """The agent's backend cannot be loaded or started; details go to the server log only."""
+
+    code = "agent_unavailable"
 
 
 class MisdirectedRequestError(GatewayError):

@@ -12,7 +12,7 @@ hivegate reads the environment.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_settings import (
@@ -32,22 +32,18 @@ class SettingsError(ValueError):
 
 
 class _Group(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class ServerSettings(_Group):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8094
-    public_url: str | None = None
-    """Base URL clients use to reach this gateway (for absolute URLs); default ``http://{host}:{port}``."""
-    allowed_hosts: list[str] = Field(default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"])
+    allowed_hosts: tuple[str, ...] = ("127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*")
     """``Host`` header values accepted (``name:*`` allows any port). ``["*"]`` disables the check."""
-    allowed_origins: list[str] = Field(
-        default_factory=lambda: ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
-    )
+    allowed_origins: tuple[str, ...] = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
     """``Origin`` header values accepted when one is present (DNS-rebinding protection); ``["*"]`` allows any."""
     max_body_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
-    log_level: str = "info"
+    log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
 
 
 class DatabaseSettings(_Group):
@@ -105,18 +101,8 @@ class Settings(BaseSettings):
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=cls._toml_file))
         return tuple(sources)
 
-    @property
-    def base_url(self) -> str:
-        """The public base URL without a trailing slash."""
-        if self.server.public_url:
-            return self.server.public_url.rstrip("/")
-        host = self.server.host
-        if ":" in host and not host.startswith("["):
-            host = f"[{host}]"
-        return f"http://{host}:{self.server.port}"
-
     def uses_default_secret(self) -> bool:
-        """Whether any secret still has the development default (refused by ``serve`` outside ``--dev``)."""
+        """Whether any secret still has the development default (``serve`` warns outside ``--dev``)."""
         return self.security.cursor_key.get_secret_value() == DEFAULT_SECRET
 
 
@@ -146,6 +132,7 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
     except ValidationError as exc:
         problems = "; ".join(f"{_key_name(err['loc'])}: {err['msg']}" for err in exc.errors())
         raise SettingsError(f"invalid settings: {problems}") from None
-    except ValueError as exc:  # TOML syntax errors surface as ValueError subclasses
-        raise SettingsError(f"cannot read config file {path}: {exc}") from None
+    except ValueError as exc:  # TOML syntax errors and unparsable environment values
+        where = f"config file {path} or the environment" if path else "the environment"
+        raise SettingsError(f"cannot read settings from {where}: {exc}") from None
     return Settings.model_construct(**{name: getattr(bound, name) for name in Settings.model_fields})

@@ -75,7 +75,7 @@ def test_valid_file_loads_in_order(tmp_path: Path) -> None:
     assert echo.cache.hint_for("resources/read").ttl_ms == 60000
     assert echo.cache.hint_for("tools/list").ttl_ms == 0
     second = specs[1]
-    assert (second.version, second.page_size, second.mcp_enabled, second.backend) == ("0.0.0", 50, True, None)
+    assert (second.version, second.page_size, second.mcp_enabled, second.backend) == ("0.0.0", None, True, None)
 
 
 def test_file_path_as_string_and_without_agents(tmp_path: Path) -> None:

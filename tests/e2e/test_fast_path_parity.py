@@ -22,7 +22,11 @@ META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontex
 
 
 def _request(
-    method: str, params: dict[str, Any] | None = None, *, name: str | None = None, **header_overrides: str
+    method: str,
+    params: dict[str, Any] | None = None,
+    *,
+    name: str | None = None,
+    header_overrides: dict[str, str] | None = None,
 ) -> tuple[dict[str, str], dict[str, Any]]:
     body: dict[str, Any] = {"jsonrpc": "2.0", "id": 7, "method": method, "params": {"_meta": META, **(params or {})}}
     headers = {
@@ -33,7 +37,7 @@ def _request(
     }
     if name is not None:
         headers["Mcp-Name"] = name
-    headers.update(header_overrides)
+    headers.update(header_overrides or {})
     return headers, body
 
 
@@ -78,7 +82,7 @@ CASES: dict[str, tuple[str, tuple[dict[str, str], dict[str, Any]]]] = {
         ),
     ),
     "bad cursor": ("echo", _request("tools/list", {"cursor": "forged"})),
-    "header method mismatch": ("echo", _request("tools/list", **{"Mcp-Method": "prompts/list"})),
+    "header method mismatch": ("echo", _request("tools/list", header_overrides={"Mcp-Method": "prompts/list"})),
     "header name mismatch": (
         "echo",
         _request("tools/call", {"name": "echo", "arguments": {"message": "x"}}, name="other"),

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from mcp_types import BlobResourceContents, TextResourceContents
+from pydantic import ValidationError
 
 from hivegate.agents.model import AgentSpec
 from hivegate.errors import ResourceNotFoundError
@@ -252,6 +253,6 @@ async def test_template_without_path_or_text_belongs_to_the_backend() -> None:
     await _refused(catalog, "note://1")
 
 
-def test_invalid_uri_template_names_the_agent() -> None:
-    with pytest.raises(ValueError, match="files"):
-        ResourceCatalog(_spec(resource_templates=[{"uri_template": "bad://{unclosed", "name": "bad"}]))
+def test_invalid_uri_template_is_refused_when_the_spec_is_validated() -> None:
+    with pytest.raises(ValidationError, match="uri_template"):
+        _spec(resource_templates=[{"uri_template": "bad://{unclosed", "name": "bad"}])

@@ -37,6 +37,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
+from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
@@ -56,6 +57,8 @@ __all__ = [
 
 AGENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 """Agent ids are URL path segments: no escaping needed, at most 64 characters (the MCP tool-name bound)."""
+
+RESERVED_URI_SCHEME = "hivegate://"
 
 CacheableMethod = Literal[
     "server/discover",
@@ -133,6 +136,13 @@ class ResourceSpec(_Spec):
     blob: str | None = None
     path: str | None = None
 
+    @field_validator("uri")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value.lower().startswith(RESERVED_URI_SCHEME):
+            raise ValueError(f"the {RESERVED_URI_SCHEME} scheme is reserved for hivegate's built-in resources")
+        return value
+
     @model_validator(mode="after")
     def _one_source(self) -> ResourceSpec:
         if sum(x is not None for x in (self.text, self.blob, self.path)) != 1:
@@ -157,6 +167,15 @@ class ResourceTemplateSpec(_Spec):
     text: str | None = None
     completions: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     """Candidate values per template variable for ``completion/complete``."""
+
+    @field_validator("uri_template")
+    @classmethod
+    def _parses(cls, value: str) -> str:
+        try:
+            UriTemplate.parse(value)
+        except InvalidUriTemplate as exc:
+            raise ValueError(f"invalid RFC 6570 template: {exc}") from None
+        return value
 
 
 class PromptArgumentSpec(_Spec):
@@ -220,7 +239,8 @@ class AgentSpec(_Spec):
     resource_templates: tuple[ResourceTemplateSpec, ...] = ()
     prompts: tuple[PromptSpec, ...] = ()
     cache: CachePolicy = CachePolicy()
-    page_size: Annotated[int, Field(ge=1, le=1000)] = 50
+    page_size: Annotated[int, Field(ge=1, le=1000)] | None = None
+    """Items per page on the four list methods; default ``mcp.default_page_size`` (50)."""
     root: str | None = None
     """Folder that file-backed resources resolve under (absolute, or relative to ``base_dir``)."""
     base_dir: str | None = None

@@ -10,6 +10,7 @@ import anyio
 import typer
 import uvicorn
 
+from hivegate.agents.loader import AgentsFileError, load_agents_file
 from hivegate.app import create_app
 from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, settings_from
 
@@ -35,6 +36,12 @@ def serve(
             "[yellow]warning:[/yellow] security.cursor_key has the development default; "
             "set HIVEGATE_SECURITY__CURSOR_KEY for anything but local use."
         )
+    if settings.config_file is not None:
+        try:
+            load_agents_file(settings.config_file)
+        except AgentsFileError as exc:
+            err_console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from None
     logging.basicConfig(level=settings.server.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     app = create_app(settings)
     uv_config = uvicorn.Config(

@@ -26,6 +26,7 @@ from typing import Any
 
 import anyio
 import orjson
+from mcp.server.caching import apply_cache_hint
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
@@ -40,7 +41,14 @@ from mcp.shared.inbound import (
     validate_mcp_param_headers,
 )
 from mcp.shared.transport_context import TransportContext
-from mcp_types import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, LOG_LEVEL_META_KEY, RequestId
+from mcp_types import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    LOG_LEVEL_META_KEY,
+    CacheableResult,
+    RequestId,
+)
 from mcp_types import methods as surface
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
@@ -96,19 +104,11 @@ class _SingleResponseContext:
         return None
 
 
-def _accepts_json_and_sse(accept: str) -> bool:
-    """Spec: the client MUST accept both ``application/json`` and ``text/event-stream`` (wildcards count)."""
-    types = {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
-    if "*/*" in types:
-        return True
-    return bool(types & {"application/json", "application/*"}) and bool(types & {"text/event-stream", "text/*"})
-
-
 def fast_candidate(runtime: AgentRuntime, headers: Mapping[str, str], body: bytes) -> dict[str, Any] | None:
     """The decoded request if it can take the lean path, else None (the SDK path serves it)."""
     if headers.get("mcp-protocol-version") not in MODERN_PROTOCOL_VERSIONS:
         return None
-    if runtime.view.serves_backend or not _accepts_json_and_sse(headers.get("accept", "")):
+    if runtime.view.serves_backend:
         return None
     try:
         decoded = orjson.loads(body)
@@ -171,14 +171,22 @@ async def _dispatch(runtime: AgentRuntime, decoded: dict[str, Any], version: str
 
 
 def _shape(runtime: AgentRuntime, method: str, result: Any) -> dict[str, Any]:
-    """The SDK's outbound shaping for a modern result: cache hints, ``resultType``, serverInfo stamp."""
-    dumped: dict[str, Any] = (
-        result.model_dump(by_alias=True, mode="json", exclude_none=True) if isinstance(result, BaseModel) else result
-    )
+    """The SDK's outbound shaping for a modern result: cache hints, ``resultType``, serverInfo stamp.
+
+    Mirrors ``ServerRunner._serialize``: a hint fills only the fields the handler left unset,
+    and never an ``input_required`` result.
+    """
     hint = runtime.server.cache_hints.get(method)
-    if hint is not None and dumped.get("resultType", "complete") == "complete":
-        dumped.setdefault("ttlMs", hint.ttl_ms)
-        dumped.setdefault("cacheScope", hint.scope)
+    if isinstance(result, CacheableResult):
+        if hint is not None:
+            result = apply_cache_hint(result, hint)
+        dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    elif isinstance(result, BaseModel):
+        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    else:
+        dumped = dict(result)
+        if hint is not None and dumped.get("resultType") != "input_required":
+            dumped = {"ttlMs": hint.ttl_ms, "cacheScope": hint.scope, **dumped}
     dumped.setdefault("resultType", "complete")
     meta = dumped.get("_meta")
     if meta is None:

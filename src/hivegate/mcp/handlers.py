@@ -120,9 +120,10 @@ def _meta_params(ctx: Ctx) -> dict[str, Any]:
 class AgentHandlers:
     """The MCP handlers of one agent; ``view`` returns the agent's current :class:`AgentView`."""
 
-    def __init__(self, view: Callable[[], AgentView], codec: CursorCodec) -> None:
+    def __init__(self, view: Callable[[], AgentView], codec: CursorCodec, default_page_size: int) -> None:
         self.view = view
         self._codec = codec
+        self._default_page_size = default_page_size
 
     # -- backend helpers ---------------------------------------------------------------
 
@@ -143,7 +144,8 @@ class AgentHandlers:
         return items
 
     def _page(self, view: AgentView, method: str, items: list[M], cursor: str | None) -> tuple[list[M], str | None]:
-        page = self._codec.paginate(f"{view.spec.id} {method}", items, cursor, view.spec.page_size)
+        page_size = view.spec.page_size or self._default_page_size
+        page = self._codec.paginate(f"{view.spec.id} {method}", items, cursor, page_size)
         return page.items, page.next_cursor
 
     # -- tools -------------------------------------------------------------------------
@@ -151,10 +153,8 @@ class AgentHandlers:
     @_guarded
     async def on_list_tools(self, ctx: Ctx, params: PaginatedRequestParams | None) -> ListToolsResult:
         view = self.view()
-        tools: list[Tool] = [
-            *view.own_tools,
-            *await self._backend_list(ctx, view, "tools/list", "tools", ListToolsResult),
-        ]
+        extra: list[Tool] = await self._backend_list(ctx, view, "tools/list", "tools", ListToolsResult)
+        tools = _merge(list(view.own_tools), extra, lambda t: t.name)
         items, next_cursor = self._page(view, "tools/list", tools, params.cursor if params else None)
         return ListToolsResult(tools=items, next_cursor=next_cursor)
 
@@ -199,7 +199,8 @@ class AgentHandlers:
         assert view.catalog is not None  # AgentView.build always sets it
         own: list[Resource] = list(view.catalog.resources)
         extra = await self._backend_list(ctx, view, "resources/list", "resources", ListResourcesResult)
-        items, next_cursor = self._page(view, "resources/list", own + extra, params.cursor if params else None)
+        merged = _merge(own, extra, lambda r: r.uri)
+        items, next_cursor = self._page(view, "resources/list", merged, params.cursor if params else None)
         return ListResourcesResult(resources=items, next_cursor=next_cursor)
 
     @_guarded
@@ -213,7 +214,8 @@ class AgentHandlers:
             ctx, view, "resources/templates/list", "resource_templates", ListResourceTemplatesResult
         )
         cursor = params.cursor if params else None
-        items, next_cursor = self._page(view, "resources/templates/list", own + extra, cursor)
+        merged = _merge(own, extra, lambda t: t.uri_template)
+        items, next_cursor = self._page(view, "resources/templates/list", merged, cursor)
         return ListResourceTemplatesResult(resource_templates=items, next_cursor=next_cursor)
 
     @_guarded
@@ -265,10 +267,8 @@ class AgentHandlers:
     @_guarded
     async def on_list_prompts(self, ctx: Ctx, params: PaginatedRequestParams | None) -> ListPromptsResult:
         view = self.view()
-        prompts: list[Prompt] = [
-            *view.prompt_list,
-            *await self._backend_list(ctx, view, "prompts/list", "prompts", ListPromptsResult),
-        ]
+        extra: list[Prompt] = await self._backend_list(ctx, view, "prompts/list", "prompts", ListPromptsResult)
+        prompts = _merge(list(view.prompt_list), extra, lambda p: p.name)
         items, next_cursor = self._page(view, "prompts/list", prompts, params.cursor if params else None)
         return ListPromptsResult(prompts=items, next_cursor=next_cursor)
 
@@ -326,6 +326,12 @@ def _completion(values: list[str]) -> CompleteResult:
             values=values[:MAX_COMPLETION_VALUES], total=len(values), has_more=len(values) > MAX_COMPLETION_VALUES
         )
     )
+
+
+def _merge(own: list[M], backend: list[M], key: Callable[[M], str]) -> list[M]:
+    """The agent's own items, then the backend's whose key the agent does not already use (own wins)."""
+    taken = {key(item) for item in own}
+    return own + [item for item in backend if key(item) not in taken]
 
 
 def _backend_serves(backend: Backend, method: str) -> bool:

@@ -14,6 +14,7 @@ from mcp_types import GetPromptResult, Prompt, PromptArgument, PromptMessage, Te
 
 from hivegate.agents.model import PromptSpec
 from hivegate.errors import InvalidParamsError
+from hivegate.mcp.placeholders import fill_placeholders
 
 __all__ = ["check_prompt_arguments", "prompt_descriptor", "render_prompt"]
 
@@ -51,8 +52,6 @@ def render_prompt(spec: PromptSpec, arguments: Mapping[str, str]) -> GetPromptRe
     values = {a.name: arguments.get(a.name, "") for a in spec.arguments}
     messages: list[PromptMessage] = []
     for message in spec.messages:
-        text = message.text
-        for name, value in values.items():
-            text = text.replace("{" + name + "}", value)
+        text = fill_placeholders(message.text, values)
         messages.append(PromptMessage(role=message.role, content=TextContent(type="text", text=text)))
     return GetPromptResult(description=spec.description, messages=messages)

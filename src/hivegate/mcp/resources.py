@@ -24,6 +24,7 @@ from mcp_types import BlobResourceContents, Resource, ResourceTemplate, TextReso
 
 from hivegate.agents.model import AgentSpec, ResourceSpec, ResourceTemplateSpec
 from hivegate.errors import ResourceNotFoundError
+from hivegate.mcp.placeholders import fill_placeholders
 
 __all__ = ["BUILTIN_URIS", "ResourceCatalog"]
 
@@ -142,13 +143,15 @@ class ResourceCatalog:
             if template.text is not None:
                 return [
                     TextResourceContents(
-                        uri=uri, mime_type=template.mime_type or "text/plain", text=_fill(template.text, flat)
+                        uri=uri,
+                        mime_type=template.mime_type or "text/plain",
+                        text=fill_placeholders(template.text, flat),
                     )
                 ]
             assert template.path is not None  # the loop skipped templates with neither
             if any("/" in v or "\\" in v for v in flat.values()):
                 raise ResourceNotFoundError(uri)
-            return [await self._read_file(uri, _fill(template.path, flat), template.mime_type)]
+            return [await self._read_file(uri, fill_placeholders(template.path, flat), template.mime_type)]
         raise ResourceNotFoundError(uri)
 
     async def _read_static(self, resource: ResourceSpec) -> Contents:
@@ -176,13 +179,6 @@ class ResourceCatalog:
             return TextResourceContents(uri=uri, mime_type=mime, text=data.decode("utf-8"))
         except UnicodeDecodeError:
             return BlobResourceContents(uri=uri, mime_type=mime, blob=base64.b64encode(data).decode("ascii"))
-
-
-def _fill(pattern: str, values: dict[str, str]) -> str:
-    out = pattern
-    for name, value in values.items():
-        out = out.replace("{" + name + "}", value)
-    return out
 
 
 def _json_contents(uri: str, document: Any) -> TextResourceContents:

@@ -9,15 +9,25 @@ from __future__ import annotations
 
 import logging
 
-from starlette.types import Receive, Scope, Send
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.types import Message, Receive, Scope, Send
 
-from hivegate.errors import AgentNotFoundError, BatchNotSupportedError, GatewayError, InternalError
+from hivegate.errors import (
+    AgentNotFoundError,
+    AgentUnavailableError,
+    BatchNotSupportedError,
+    GatewayError,
+    McpDisabledError,
+)
 from hivegate.mcp.fastpath import fast_candidate, serve_fast
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.rendering import jsonrpc_error_response
+from hivegate.mcp.runtime import AgentRuntime
 from hivegate.mcp.transport import (
     HostPolicy,
+    check_accept,
     check_content_type,
+    check_jsonrpc_envelope,
     read_body,
     replay_receive,
     strip_header_whitespace,
@@ -49,6 +59,9 @@ class McpEndpoint:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         self._policy.check(headers)
         agent_id: str = scope["path_params"]["agent_id"]
+        # The SDK's routing rule: a handshake version or no version header is the legacy era.
+        version = headers.get("mcp-protocol-version")
+        modern = version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
         body: bytes | None = None
         if scope["method"] == "POST":
             check_content_type(headers)
@@ -58,19 +71,40 @@ class McpEndpoint:
                     "JSON-RPC batches are not supported: send one request per POST "
                     "(batching existed only in MCP 2025-03-26 and was removed in 2025-06-18)"
                 )
+            if modern:
+                check_accept(headers)
+            else:
+                check_jsonrpc_envelope(body)
             receive = replay_receive(body, receive)
-        try:
-            runtime = await self._host.runtime(agent_id)
-        except GatewayError:
-            raise
-        except Exception:
-            logger.exception("cannot start agent %s", agent_id)
-            raise InternalError("The agent could not be started.") from None
-        if runtime is None:
-            raise AgentNotFoundError(agent_id)
-        if body is not None and self._fast_path:
+        runtime = await self._runtime(agent_id)
+        if modern and body is not None and self._fast_path:
             decoded = fast_candidate(runtime, headers, body)
             if decoded is not None:
                 await serve_fast(runtime, decoded, scope, receive, send)
                 return
+        if not modern and "mcp-session-id" not in headers:
+            send = _without_session_header_on_error(send)
         await runtime.manager.handle_request(scope, receive, send)
+
+    async def _runtime(self, agent_id: str) -> AgentRuntime:
+        try:
+            runtime = await self._host.runtime(agent_id)
+        except Exception:  # an import or start-up failure of the agent's own code; details stay in the log
+            logger.exception("cannot start agent %s", agent_id)
+            raise AgentUnavailableError("The agent is unavailable.") from None
+        if runtime is None:
+            raise AgentNotFoundError(agent_id)
+        if not runtime.view.spec.mcp_enabled:
+            raise McpDisabledError(f"MCP is disabled for agent {agent_id}")
+        return runtime
+
+
+def _without_session_header_on_error(send: Send) -> Send:
+    """Drop the ``Mcp-Session-Id`` the SDK mints on a refused opening request: no such session exists."""
+
+    async def filtered(message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] >= 400:
+            message = {**message, "headers": [(k, v) for k, v in message["headers"] if k.lower() != b"mcp-session-id"]}
+        await send(message)
+
+    return filtered

@@ -112,7 +112,7 @@ class AgentRuntime:
         self.bus = _AgentBus()
         self.bus.relay_from(view.backend)
         self._legacy_sessions: dict[str, ServerSession] = {}
-        self.handlers = AgentHandlers(lambda: self._view, codec)
+        self.handlers = AgentHandlers(lambda: self._view, codec, settings.mcp.default_page_size)
         self.server = self._build_server()
         self._apply_identity(view.spec)
         self.manager = StreamableHTTPSessionManager(

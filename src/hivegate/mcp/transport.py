@@ -12,18 +12,31 @@ Run before a request reaches the SDK or the lean path, so every refusal has the 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+import orjson
 from starlette.types import Message, Receive, Scope
 
 from hivegate.errors import (
     ForbiddenOriginError,
+    InvalidRequestError,
     MisdirectedRequestError,
+    NotAcceptableError,
+    ParseError,
     PayloadTooLargeError,
     UnsupportedMediaTypeError,
 )
 
-__all__ = ["HostPolicy", "check_content_type", "read_body", "replay_receive", "strip_header_whitespace"]
+__all__ = [
+    "HostPolicy",
+    "accepts_json_and_sse",
+    "check_accept",
+    "check_content_type",
+    "check_jsonrpc_envelope",
+    "read_body",
+    "replay_receive",
+    "strip_header_whitespace",
+]
 
 
 class HostPolicy:
@@ -74,6 +87,46 @@ def check_content_type(headers: dict[str, str]) -> None:
     media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media_type != "application/json":
         raise UnsupportedMediaTypeError("Content-Type must be application/json")
+
+
+def accepts_json_and_sse(accept: str) -> bool:
+    """Whether an ``Accept`` value admits both ``application/json`` and ``text/event-stream`` (wildcards count)."""
+    types = {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
+    if "*/*" in types:
+        return True
+    return bool(types & {"application/json", "application/*"}) and bool(types & {"text/event-stream", "text/*"})
+
+
+def check_accept(headers: Mapping[str, str]) -> None:
+    """Spec: MCP 2026-07-28 basic/transports: the client MUST accept both JSON and SSE responses.
+
+    Raises:
+        NotAcceptableError: it does not (406).
+    """
+    if not accepts_json_and_sse(headers.get("accept", "")):
+        raise NotAcceptableError("Accept must list both application/json and text/event-stream")
+
+
+def check_jsonrpc_envelope(body: bytes) -> None:
+    """Refuse a body that is not JSON (-32700) or not one JSON-RPC message (-32600).
+
+    Spec: JSON-RPC 2.0 §4 and §5.1. (The official SDK answers -32602 with a validation dump here.)
+
+    Raises:
+        ParseError: the body is not JSON.
+        InvalidRequestError: it is JSON but not a request, notification or response object.
+    """
+    try:
+        message = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise ParseError("Parse error") from None
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        raise InvalidRequestError("Invalid request: not a JSON-RPC 2.0 message object")
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            raise InvalidRequestError("Invalid request: 'method' must be a string")
+    elif "id" not in message or ("result" not in message and "error" not in message):
+        raise InvalidRequestError("Invalid request: neither a request, a notification nor a response")
 
 
 async def read_body(scope: Scope, receive: Receive, limit_bytes: int, headers: dict[str, str]) -> bytes:
