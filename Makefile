@@ -6,6 +6,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
+PY_DIRS := $(wildcard src tests examples bench)
+
 .PHONY: install tools serve test lint format check-types pytest conformance bench clean
 
 $(STAMP): pyproject.toml
@@ -23,12 +25,12 @@ serve: install
 	$(BIN)/hivegate serve --config examples/hivegate.toml --dev
 
 lint: install
-	$(BIN)/ruff format --check src tests examples bench
-	$(BIN)/ruff check src tests examples bench
+	$(BIN)/ruff format --check $(PY_DIRS)
+	$(BIN)/ruff check $(PY_DIRS)
 
 format: install
-	$(BIN)/ruff format src tests examples bench
-	$(BIN)/ruff check --fix src tests examples bench
+	$(BIN)/ruff format $(PY_DIRS)
+	$(BIN)/ruff check --fix $(PY_DIRS)
 
 check-types: install
 	$(BIN)/pyright
