@@ -33,7 +33,7 @@ format: install
 	$(BIN)/ruff check --fix $(PY_DIRS)
 
 check-types: install
-	$(BIN)/pyright
+	$(BIN)/pyright --pythonpath $(BIN)/python
 
 pytest: install tools
 	$(BIN)/python -m pytest
