@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 from mcp import Client
 from mcp.server.subscriptions import ToolsListChanged
 from mcp_types import ToolListChangedNotification
@@ -50,12 +49,8 @@ async def _apply(file: Path, database_url: str) -> None:
     assert result.returncode == 0, result.stderr.decode() + result.stdout.decode()
 
 
-@pytest.fixture
-def database_url(tmp_path: Path) -> str:
-    return f"sqlite+aiosqlite:///{tmp_path / 'registry.db'}"
-
-
-async def test_listen_stream_announces_applied_change(tmp_path: Path, database_url: str) -> None:
+async def test_listen_stream_announces_applied_change(tmp_path: Path, registry_url: str) -> None:
+    database_url = registry_url
     config = _write(tmp_path / "agents.toml")
     env = {"PYTHONPATH": str(ROOT / "examples"), "HIVEGATE_DATABASE__POLL_INTERVAL_SECONDS": "0.1"}
     with run_gateway(config, database_url=database_url, env=env) as gateway:
@@ -69,7 +64,8 @@ async def test_listen_stream_announces_applied_change(tmp_path: Path, database_u
             assert [t.name for t in (await client.list_tools()).tools] == ["echo", "loud"]
 
 
-async def test_legacy_session_gets_list_changed_on_get_stream(tmp_path: Path, database_url: str) -> None:
+async def test_legacy_session_gets_list_changed_on_get_stream(tmp_path: Path, registry_url: str) -> None:
+    database_url = registry_url
     config = _write(tmp_path / "agents.toml")
     env = {"PYTHONPATH": str(ROOT / "examples"), "HIVEGATE_DATABASE__POLL_INTERVAL_SECONDS": "0.1"}
     changed = anyio.Event()
