@@ -13,12 +13,14 @@ import logging
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from hivegate.agents.loader import load_agents_file
 from hivegate.agents.registry import AgentRegistry
@@ -27,7 +29,7 @@ from hivegate.mcp.routes import McpEndpoint
 from hivegate.settings import Settings
 from hivegate.storage import AgentStore, create_agent_store
 
-__all__ = ["Gateway", "create_app"]
+__all__ = ["Gateway", "HivegateApp", "create_app"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +44,7 @@ class Gateway:
     host: AgentHost
 
 
-def create_app(settings: Settings, *, store: AgentStore | None = None) -> Starlette:
+def create_app(settings: Settings, *, store: AgentStore | None = None) -> HivegateApp:
     """Build the gateway's ASGI app.
 
     ``store`` overrides the store named by ``settings.database.url`` (tests pass a memory store).
@@ -96,7 +98,32 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Starle
         Route("/{agent_id}/mcp", endpoint),
         Route("/agents/{agent_id}/mcp", endpoint),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    return HivegateApp(Starlette(routes=routes, lifespan=lifespan), endpoint)
+
+
+class HivegateApp:
+    """Send ``/{agentId}/mcp`` straight to the MCP endpoint; everything else (and the lifespan) to Starlette.
+
+    The MCP endpoint is the hot path: a split on ``/`` replaces Starlette's regex route matching.
+    ``state`` and ``url_path_for`` reach the wrapped app, so callers can treat this as the app.
+    """
+
+    def __init__(self, app: Starlette, endpoint: _LateEndpoint) -> None:
+        self._app = app
+        self._endpoint = endpoint
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._app, name)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            parts = scope["path"].split("/")
+            # "/echo/mcp" -> ["", "echo", "mcp"]; "/agents/echo/mcp" is left to the router (same endpoint).
+            if len(parts) == 3 and parts[2] == "mcp" and parts[1] and parts[1] != "agents":
+                scope["path_params"] = {"agent_id": parts[1]}
+                await self._endpoint(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
 
 
 class _LateEndpoint:
@@ -109,7 +136,7 @@ class _LateEndpoint:
     def bind(self, host: AgentHost) -> None:
         self._endpoint = McpEndpoint(host, self._settings)
 
-    async def __call__(self, scope: object, receive: object, send: object) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._endpoint is None:
             raise RuntimeError("the app's lifespan has not started")
-        await self._endpoint(scope, receive, send)  # type: ignore[arg-type]  # ASGI triple passed through
+        await self._endpoint(scope, receive, send)

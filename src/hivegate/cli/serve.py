@@ -52,9 +52,10 @@ def serve(
         http="httptools",
         log_level=settings.server.log_level,
         access_log=False,
+        proxy_headers=False,
         lifespan="on",
     )
-    anyio.run(_run, uvicorn.Server(uv_config))
+    anyio.run(_run, uvicorn.Server(uv_config), backend_options={"use_uvloop": True})
 
 
 async def _run(server: uvicorn.Server) -> None:

@@ -34,7 +34,6 @@ from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
-    MCP_PARAM_HEADER_PREFIX,
     InboundLadderRejection,
     classify_inbound_request,
     find_duplicated_routing_header,
@@ -74,7 +73,6 @@ FAST_METHODS = frozenset(
     }
 )
 _JSON_HEADERS = [(b"content-type", b"application/json")]
-_MCP_PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower()
 _SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 
 
@@ -132,12 +130,12 @@ def _mcp_param_rejection(
     runtime: AgentRuntime, params: Mapping[str, Any], headers: Mapping[str, str]
 ) -> InboundLadderRejection | None:
     """Spec: SEP-2243: ``Mcp-Param-*`` headers must mirror the arguments their ``x-mcp-header`` names."""
+    name = params.get("name")
     arguments = params.get("arguments") or {}
-    if not isinstance(arguments, Mapping):
+    if name not in runtime.view.header_tools or not isinstance(arguments, Mapping):
+        # Without an annotation there is nothing to mirror: unannotated Mcp-Param-* headers are ignored.
         return None
-    if not arguments and not any(name.startswith(_MCP_PARAM_PREFIX) for name in headers):
-        return None
-    schema = runtime.tool_input_schema(params.get("name"))
+    schema = runtime.tool_input_schema(name)
     if schema is None:
         return None
     return validate_mcp_param_headers(schema, arguments, headers)

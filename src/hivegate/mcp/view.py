@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp.shared.inbound import x_mcp_header_map
 from mcp_types import Prompt, Tool
 
 from hivegate.agents.model import AgentSpec, PromptSpec, SkillSpec
@@ -45,6 +46,8 @@ class AgentView:
     prompts: dict[str, PromptSpec] = field(default_factory=dict)
     prompt_list: tuple[Prompt, ...] = ()
     tool_schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
+    header_tools: frozenset[str] = frozenset()
+    """Own tools whose schema has an ``x-mcp-header`` annotation (only those need ``Mcp-Param-*`` checks)."""
 
     @classmethod
     def build(cls, spec: AgentSpec, backend: Backend | None) -> AgentView:
@@ -67,6 +70,7 @@ class AgentView:
             prompts={p.name: p for p in spec.prompts},
             prompt_list=tuple(prompt_descriptor(p) for p in spec.prompts),
             tool_schemas={t.name: t.input_schema for t in tools},
+            header_tools=frozenset(t.name for t in tools if x_mcp_header_map(t.input_schema)),
         )
 
     @property
