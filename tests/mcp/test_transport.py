@@ -6,6 +6,7 @@ Spec: MCP 2025-11-25 basic/transports#security-warning (Origin MUST be validated
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from starlette.types import Message, Receive
@@ -19,9 +20,9 @@ from hivegate.errors import (
 from hivegate.mcp.transport import (
     HostPolicy,
     check_content_type,
+    decode_headers,
     read_body,
     replay_receive,
-    strip_header_whitespace,
 )
 from hivegate.settings import ServerSettings
 
@@ -232,7 +233,10 @@ async def test_replay_yields_the_body_once_then_defers() -> None:
 
 
 def test_header_whitespace_is_stripped() -> None:
-    raw = [(b"mcp-method", b" tools/list\t"), (b"accept", b"application/json")]
-    assert strip_header_whitespace(raw) == [(b"mcp-method", b"tools/list"), (b"accept", b"application/json")]
+    scope: dict[str, Any] = {"headers": [(b"mcp-method", b" tools/list\t"), (b"accept", b"application/json")]}
+    assert decode_headers(scope) == [("mcp-method", "tools/list"), ("accept", "application/json")]
+    assert scope["headers"] == [(b"mcp-method", b"tools/list"), (b"accept", b"application/json")]
     clean = [(b"mcp-method", b"tools/list")]
-    assert strip_header_whitespace(clean) == clean
+    untouched: dict[str, Any] = {"headers": clean}
+    assert decode_headers(untouched) == [("mcp-method", "tools/list")]
+    assert untouched["headers"] is clean

@@ -20,6 +20,7 @@ SEP-2243 (headers), SEP-2549 (cache hints), spec PR #3002 (serverInfo in results
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -51,7 +52,7 @@ from mcp_types import (
 from mcp_types import methods as surface
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
-from starlette.types import Receive, Scope, Send
+from starlette.types import Send
 
 from hivegate.mcp.runtime import AgentRuntime
 
@@ -84,7 +85,7 @@ class _SingleResponseContext:
 
     can_send_request = False
 
-    def __init__(self, request_id: RequestId, headers: Mapping[str, str]) -> None:
+    def __init__(self, request_id: RequestId | None, headers: Mapping[str, str]) -> None:
         self.transport = TransportContext(kind="streamable-http", can_send_request=False, headers=headers)
         self.request_id = request_id
         self.message_metadata = None
@@ -141,7 +142,20 @@ def _mcp_param_rejection(
     return validate_mcp_param_headers(schema, arguments, headers)
 
 
-async def _dispatch(runtime: AgentRuntime, decoded: dict[str, Any], version: str, verdict: Any, headers: Any) -> Any:
+@functools.cache
+def _silent_session(version: str) -> ServerSession:
+    """A session that cannot send anything: no notifications, no server-to-client requests.
+
+    Requests on the lean path carry no progress token and no log level, and their agents have
+    no SDK server backend, so the handlers never send on ``ctx.session``; sharing one inert
+    session per protocol version saves building a connection (four events) per request. Its
+    capabilities are empty: nothing on this path may consult the client's capabilities.
+    """
+    connection = Connection.from_envelope(version, None, {})
+    return ServerSession(_SingleResponseContext(None, {}), connection, request_meta=None)  # type: ignore[arg-type]  # a structural DispatchContext
+
+
+async def _dispatch(runtime: AgentRuntime, decoded: dict[str, Any], version: str) -> Any:
     method: str = decoded["method"]
     params: dict[str, Any] = decoded.get("params") or {}
     try:
@@ -152,12 +166,9 @@ async def _dispatch(runtime: AgentRuntime, decoded: dict[str, Any], version: str
     if entry is None:
         raise MCPError(-32601, "Method not found", data=method)
     typed = entry.params_type.model_validate(params, by_name=False)
-    connection = Connection.from_envelope(version, verdict.client_info, verdict.client_capabilities)
-    dctx = _SingleResponseContext(decoded["id"], headers)
     meta = params.get("_meta")
-    session = ServerSession(dctx, connection, request_meta=meta)  # type: ignore[arg-type]  # structural DispatchContext
     ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
-        session=session,
+        session=_silent_session(version),
         lifespan_context={},
         protocol_version=version,
         method=method,
@@ -209,16 +220,22 @@ async def _error(send: Send, request_id: RequestId, code: int, message: str, dat
 
 
 async def serve_fast(
-    runtime: AgentRuntime, decoded: dict[str, Any], scope: Scope, receive: Receive, send: Send
+    runtime: AgentRuntime,
+    decoded: dict[str, Any],
+    raw_headers: list[tuple[str, str]],
+    headers: dict[str, str],
+    send: Send,
 ) -> None:
-    """Answer one modern request chosen by :func:`fast_candidate` with a single JSON response."""
-    raw_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+    """Answer one modern request chosen by :func:`fast_candidate` with a single JSON response.
+
+    ``raw_headers`` are the request's header lines (lower-case names, decoded); ``headers`` the
+    same folded into a dict.
+    """
     request_id: RequestId = decoded["id"]
     duplicated = find_duplicated_routing_header(raw_headers)
     if duplicated is not None:
         await _error(send, request_id, HEADER_MISMATCH, f"{duplicated} header appears more than once")
         return
-    headers = dict(raw_headers)
     verdict = classify_inbound_request(decoded, headers=headers)
     if isinstance(verdict, InboundLadderRejection):
         await _error(send, request_id, verdict.code, verdict.message, verdict.data)
@@ -230,7 +247,7 @@ async def serve_fast(
             await _error(send, request_id, rejection.code, rejection.message, rejection.data)
             return
     try:
-        result = await _dispatch(runtime, decoded, verdict.protocol_version, verdict, headers)
+        result = await _dispatch(runtime, decoded, verdict.protocol_version)
         payload = {"jsonrpc": "2.0", "id": request_id, "result": _shape(runtime, method, result)}
     except MCPError as exc:
         await _error(send, request_id, exc.code, exc.message, exc.data)

@@ -28,9 +28,9 @@ from hivegate.mcp.transport import (
     check_accept,
     check_content_type,
     check_jsonrpc_envelope,
+    decode_headers,
     read_body,
     replay_receive,
-    strip_header_whitespace,
 )
 from hivegate.settings import Settings
 
@@ -55,8 +55,8 @@ class McpEndpoint:
             await jsonrpc_error_response(exc)(scope, receive, send)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
-        scope["headers"] = strip_header_whitespace(scope["headers"])
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        pairs = decode_headers(scope)
+        headers = dict(pairs)
         self._policy.check(headers)
         agent_id: str = scope["path_params"]["agent_id"]
         # The SDK's routing rule: a handshake version or no version header is the legacy era.
@@ -80,7 +80,7 @@ class McpEndpoint:
         if modern and body is not None and self._fast_path:
             decoded = fast_candidate(runtime, headers, body)
             if decoded is not None:
-                await serve_fast(runtime, decoded, scope, receive, send)
+                await serve_fast(runtime, decoded, pairs, headers, send)
                 return
         if not modern and "mcp-session-id" not in headers:
             send = _without_session_header_on_error(send)

@@ -33,10 +33,13 @@ __all__ = [
     "check_accept",
     "check_content_type",
     "check_jsonrpc_envelope",
+    "decode_headers",
     "read_body",
     "replay_receive",
-    "strip_header_whitespace",
 ]
+
+
+_VERDICT_CACHE_SIZE = 1024
 
 
 class HostPolicy:
@@ -47,9 +50,19 @@ class HostPolicy:
         self._origins = tuple(o.lower() for o in allowed_origins)
         self._any_host = "*" in self._hosts
         self._any_origin = "*" in self._origins
+        self._verdicts: dict[tuple[str, str], bool] = {}
+
+    def _allowed(self, value: str, patterns: tuple[str, ...]) -> bool:
+        key = (value, "h" if patterns is self._hosts else "o")
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = self._match(value, patterns)
+            if len(self._verdicts) < _VERDICT_CACHE_SIZE:  # bounded: Host/Origin values are client-chosen
+                self._verdicts[key] = verdict
+        return verdict
 
     @staticmethod
-    def _allowed(value: str, patterns: tuple[str, ...]) -> bool:
+    def _match(value: str, patterns: tuple[str, ...]) -> bool:
         for pattern in patterns:
             if value == pattern:
                 return True
@@ -154,15 +167,24 @@ async def read_body(scope: Scope, receive: Receive, limit_bytes: int, headers: d
     return b"".join(chunks)
 
 
-def strip_header_whitespace(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """Drop optional whitespace around header values (RFC 9110 §5.5: OWS is not part of the value).
+def decode_headers(scope: Scope) -> list[tuple[str, str]]:
+    """The request's header lines as ``(name, value)`` strings, without optional whitespace around values.
 
-    uvicorn's httptools parser keeps trailing whitespace; the MCP routing headers must be
-    compared without it (Spec: SEP-2243, "servers MUST tolerate optional whitespace").
+    RFC 9110 §5.5: OWS is not part of a field value, but uvicorn's httptools parser keeps
+    trailing whitespace; the MCP routing headers must be compared without it (Spec: SEP-2243,
+    "servers MUST tolerate optional whitespace"). When anything was stripped, ``scope["headers"]``
+    is rewritten too, so the SDK path sees the same values.
     """
-    if not any(v[:1] in (b" ", b"\t") or v[-1:] in (b" ", b"\t") for _, v in raw):
-        return raw
-    return [(k, v.strip(b" \t")) for k, v in raw]
+    pairs: list[tuple[str, str]] = []
+    stripped = False
+    for name, raw in scope["headers"]:
+        value = raw.decode("latin-1")
+        clean = value.strip(" \t")
+        stripped = stripped or clean != value
+        pairs.append((name.decode("latin-1"), clean))
+    if stripped:
+        scope["headers"] = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in pairs]
+    return pairs
 
 
 def replay_receive(body: bytes, receive: Receive) -> Receive:
