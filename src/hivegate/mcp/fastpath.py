@@ -56,7 +56,7 @@ from starlette.types import Send
 
 from hivegate.mcp.runtime import AgentRuntime
 
-__all__ = ["FAST_METHODS", "serve_fast"]
+__all__ = ["FAST_METHODS", "dispatch", "fast_candidate", "respond_json", "serve_fast", "silent_session"]
 
 logger = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ def _mcp_param_rejection(
 
 
 @functools.cache
-def _silent_session(version: str) -> ServerSession:
+def silent_session(version: str) -> ServerSession:
     """A session that cannot send anything: no notifications, no server-to-client requests.
 
     Requests on the lean path carry no progress token and no log level, and their agents have
@@ -155,9 +155,18 @@ def _silent_session(version: str) -> ServerSession:
     return ServerSession(_SingleResponseContext(None, {}), connection, request_meta=None)  # type: ignore[arg-type]  # a structural DispatchContext
 
 
-async def _dispatch(runtime: AgentRuntime, decoded: dict[str, Any], version: str) -> Any:
-    method: str = decoded["method"]
-    params: dict[str, Any] = decoded.get("params") or {}
+async def dispatch(
+    runtime: AgentRuntime, method: str, params: dict[str, Any], request_id: RequestId, version: str
+) -> Any:
+    """Validate ``params`` for ``method`` at ``version`` and run the agent server's registered handler.
+
+    The same steps as the SDK's ``ServerRunner``: per-version surface validation (unknown at this
+    version → -32601), the handler's params model, then the handler itself.
+
+    Raises:
+        MCPError: a protocol error from validation or the handler.
+        pydantic.ValidationError: the params do not validate (-32602 on the wire).
+    """
     try:
         surface.validate_client_request(method, version, params)
     except KeyError:
@@ -168,12 +177,12 @@ async def _dispatch(runtime: AgentRuntime, decoded: dict[str, Any], version: str
     typed = entry.params_type.model_validate(params, by_name=False)
     meta = params.get("_meta")
     ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
-        session=_silent_session(version),
+        session=silent_session(version),
         lifespan_context={},
         protocol_version=version,
         method=method,
         params=params,
-        request_id=decoded["id"],
+        request_id=request_id,
         meta=meta,
     )
     return await entry.handler(ctx, typed)
@@ -205,9 +214,12 @@ def _shape(runtime: AgentRuntime, method: str, result: Any) -> dict[str, Any]:
     return dumped
 
 
-async def _respond(send: Send, status: int, payload: dict[str, Any]) -> None:
+async def respond_json(
+    send: Send, status: int, payload: dict[str, Any], extra_headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """Send ``payload`` as the whole ``application/json`` response."""
     body = orjson.dumps(payload)
-    headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
+    headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode()), *(extra_headers or ())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -216,7 +228,9 @@ async def _error(send: Send, request_id: RequestId, code: int, message: str, dat
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
-    await _respond(send, ERROR_CODE_HTTP_STATUS.get(code, 200), {"jsonrpc": "2.0", "id": request_id, "error": error})
+    await respond_json(
+        send, ERROR_CODE_HTTP_STATUS.get(code, 200), {"jsonrpc": "2.0", "id": request_id, "error": error}
+    )
 
 
 async def serve_fast(
@@ -247,7 +261,8 @@ async def serve_fast(
             await _error(send, request_id, rejection.code, rejection.message, rejection.data)
             return
     try:
-        result = await _dispatch(runtime, decoded, verdict.protocol_version)
+        params = decoded.get("params") or {}
+        result = await dispatch(runtime, method, params, request_id, verdict.protocol_version)
         payload = {"jsonrpc": "2.0", "id": request_id, "result": _shape(runtime, method, result)}
     except MCPError as exc:
         await _error(send, request_id, exc.code, exc.message, exc.data)
@@ -259,4 +274,4 @@ async def serve_fast(
         logger.exception("agent %s: %s failed on the lean path", runtime.view.spec.id, method)
         await _error(send, request_id, INTERNAL_ERROR, "Internal server error")
         return
-    await _respond(send, 200, payload)
+    await respond_json(send, 200, payload)

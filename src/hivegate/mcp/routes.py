@@ -8,6 +8,7 @@ manager, which serves both protocol eras on the one URL.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
@@ -21,10 +22,12 @@ from hivegate.errors import (
 )
 from hivegate.mcp.fastpath import fast_candidate, serve_fast
 from hivegate.mcp.host import AgentHost
+from hivegate.mcp.legacy_fastpath import legacy_candidate, serve_legacy_fast
 from hivegate.mcp.rendering import jsonrpc_error_response
 from hivegate.mcp.runtime import AgentRuntime
 from hivegate.mcp.transport import (
     HostPolicy,
+    accepts_json_and_sse,
     check_accept,
     check_content_type,
     check_jsonrpc_envelope,
@@ -63,6 +66,7 @@ class McpEndpoint:
         version = headers.get("mcp-protocol-version")
         modern = version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
         body: bytes | None = None
+        message: dict[str, Any] | None = None
         if scope["method"] == "POST":
             check_content_type(headers)
             body = await read_body(scope, receive, self._max_body_bytes, headers)
@@ -74,17 +78,37 @@ class McpEndpoint:
             if modern:
                 check_accept(headers)
             else:
-                check_jsonrpc_envelope(body)
+                message = check_jsonrpc_envelope(body)
             receive = replay_receive(body, receive)
         runtime = await self._runtime(agent_id)
-        if modern and body is not None and self._fast_path:
-            decoded = fast_candidate(runtime, headers, body)
-            if decoded is not None:
-                await serve_fast(runtime, decoded, pairs, headers, send)
+        if modern:
+            if body is not None and self._fast_path:
+                decoded = fast_candidate(runtime, headers, body)
+                if decoded is not None:
+                    await serve_fast(runtime, decoded, pairs, headers, send)
+                    return
+        elif message is not None:
+            version = legacy_candidate(runtime, headers, message) if self._fast_path else None
+            if version is not None and accepts_json_and_sse(headers.get("accept", "")):
+                await serve_legacy_fast(runtime, message, version, headers, send)
                 return
-        if not modern and "mcp-session-id" not in headers:
-            send = _without_session_header_on_error(send)
+            send = self._watch_legacy(runtime, headers, message, send)
+        elif scope["method"] == "DELETE" and "mcp-session-id" in headers:
+            runtime.legacy_sessions.forget(headers["mcp-session-id"])
         await runtime.manager.handle_request(scope, receive, send)
+
+    @staticmethod
+    def _watch_legacy(runtime: AgentRuntime, headers: dict[str, str], message: dict[str, Any], send: Send) -> Send:
+        """Follow the handshake of a legacy POST that the SDK serves (for the lean legacy path)."""
+        session_id = headers.get("mcp-session-id")
+        method = message.get("method")
+        if session_id is None:
+            send = _without_session_header_on_error(send)
+            if method == "initialize":
+                send = runtime.legacy_sessions.watch_initialize(message.get("params"), send)
+        elif method == "notifications/initialized":
+            send = runtime.legacy_sessions.watch_initialized(session_id, send)
+        return send
 
     async def _runtime(self, agent_id: str) -> AgentRuntime:
         try:

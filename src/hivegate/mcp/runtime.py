@@ -39,6 +39,7 @@ from hivegate.backends.base import Backend
 from hivegate.backends.python import create_python_backend
 from hivegate.mcp.event_store import MemoryEventStore
 from hivegate.mcp.handlers import AgentHandlers
+from hivegate.mcp.legacy_sessions import LegacySessions
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.view import AgentView
 from hivegate.settings import Settings
@@ -125,6 +126,7 @@ class AgentRuntime:
             max_request_body_size=settings.server.max_body_bytes,
             max_sessions=settings.mcp.max_sessions_per_agent,
         )
+        self.legacy_sessions = LegacySessions(self.manager, settings.mcp.session_idle_timeout_seconds)
         self._stop = anyio.Event()
         self._stopped = anyio.Event()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import orjson
 from starlette.types import Message, Receive, Scope
@@ -120,7 +121,7 @@ def check_accept(headers: Mapping[str, str]) -> None:
         raise NotAcceptableError("Accept must list both application/json and text/event-stream")
 
 
-def check_jsonrpc_envelope(body: bytes) -> None:
+def check_jsonrpc_envelope(body: bytes) -> dict[str, Any]:
     """Refuse a body that is not JSON (-32700) or not one JSON-RPC message (-32600).
 
     Spec: JSON-RPC 2.0 §4 and §5.1. (The official SDK answers -32602 with a validation dump here.)
@@ -128,6 +129,9 @@ def check_jsonrpc_envelope(body: bytes) -> None:
     Raises:
         ParseError: the body is not JSON.
         InvalidRequestError: it is JSON but not a request, notification or response object.
+
+    Returns:
+        The decoded message.
     """
     try:
         message = orjson.loads(body)
@@ -140,6 +144,7 @@ def check_jsonrpc_envelope(body: bytes) -> None:
             raise InvalidRequestError("Invalid request: 'method' must be a string")
     elif "id" not in message or ("result" not in message and "error" not in message):
         raise InvalidRequestError("Invalid request: neither a request, a notification nor a response")
+    return message
 
 
 async def read_body(scope: Scope, receive: Receive, limit_bytes: int, headers: dict[str, str]) -> bytes:

@@ -1,0 +1,98 @@
+"""hivegate's lean path for a plain request inside an initialized handshake-era session.
+
+The SDK owns handshake-era sessions: ``initialize``, ``notifications/initialized``, the GET
+stream, ``DELETE``, SSE replies with progress, resumability. Once a session is initialized,
+a request that cannot produce a notification (no ``progressToken``), to an agent without an
+SDK server backend, is answered here with one ``application/json`` object — which the
+handshake-era transport allows for any POSTed request (Spec: MCP 2025-11-25
+basic/transports#sending-messages-to-the-server, "either text/event-stream … or
+application/json") — by the very handler registered on the agent's SDK ``Server``, shaped by
+the SDK's per-version result surface (no 2026 fields reach a legacy client).
+
+A request is served here only while the SDK still holds the session and has seen it
+initialized (:class:`hivegate.mcp.legacy_sessions.LegacySessions`), so an expired or deleted
+session is still answered 404 by the SDK; serving a request here counts as session activity.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, RequestId
+from mcp_types import methods as surface
+from pydantic import BaseModel, ValidationError
+from starlette.types import Send
+
+from hivegate.mcp.fastpath import dispatch, respond_json
+from hivegate.mcp.runtime import AgentRuntime
+
+__all__ = ["LEGACY_FAST_METHODS", "legacy_candidate", "serve_legacy_fast"]
+
+logger = logging.getLogger(__name__)
+
+LEGACY_FAST_METHODS = frozenset(
+    {
+        "ping",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/read",
+        "resources/templates/list",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+    }
+)
+
+
+def legacy_candidate(runtime: AgentRuntime, headers: dict[str, str], message: dict[str, Any]) -> str | None:
+    """The session's negotiated version if ``message`` can take the lean legacy path, else None."""
+    session_id = headers.get("mcp-session-id")
+    if session_id is None or runtime.view.serves_backend:
+        return None
+    if message.get("method") not in LEGACY_FAST_METHODS or "id" not in message:
+        return None
+    request_id = message["id"]
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        return None
+    params = message.get("params")
+    if params is not None and (not isinstance(params, dict) or "progressToken" in (params.get("_meta") or {})):
+        return None
+    return runtime.legacy_sessions.ready_version(session_id)
+
+
+def _shape(method: str, version: str, result: Any) -> dict[str, Any]:
+    dumped: dict[str, Any] = (
+        result.model_dump(by_alias=True, mode="json", exclude_none=True) if isinstance(result, BaseModel) else result
+    )
+    # The SDK's sieve for handshake-era results: only the fields this revision defines.
+    return surface.serialize_server_result(method, version, dumped)
+
+
+async def serve_legacy_fast(
+    runtime: AgentRuntime, message: dict[str, Any], version: str, headers: dict[str, str], send: Send
+) -> None:
+    """Answer one in-session request chosen by :func:`legacy_candidate` with a single JSON response."""
+    session_id = headers["mcp-session-id"]
+    request_id: RequestId = message["id"]
+    method: str = message["method"]
+    session_header = [(b"mcp-session-id", session_id.encode("latin-1"))]
+    runtime.legacy_sessions.touch(session_id)
+    try:
+        result = await dispatch(runtime, method, message.get("params") or {}, request_id, version)
+        payload: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "result": _shape(method, version, result)}
+    except MCPError as exc:
+        payload = {"jsonrpc": "2.0", "id": request_id, "error": exc.error.model_dump(mode="json", exclude_none=True)}
+    except ValidationError:
+        payload = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {"code": INVALID_PARAMS, "message": "Invalid request parameters", "data": ""},
+        }
+    except Exception:  # the wire boundary: internals never reach the client
+        logger.exception("agent %s: %s failed on the lean legacy path", runtime.view.spec.id, method)
+        payload = {"jsonrpc": "2.0", "id": request_id, "error": {"code": INTERNAL_ERROR, "message": "Internal error"}}
+    runtime.legacy_sessions.touch(session_id)
+    await respond_json(send, 200, payload, session_header)

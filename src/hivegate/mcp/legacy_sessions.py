@@ -1,0 +1,100 @@
+"""Handshake-era sessions of one agent, followed from hivegate's router (for the lean legacy path).
+
+:class:`LegacySessions` records the negotiated version when the SDK accepts ``initialize``,
+readiness when it accepts ``notifications/initialized``, and the end on ``DELETE``; liveness
+is always confirmed against the SDK session manager's own table, and a request served outside
+the SDK restarts the session's idle countdown as one served through it would.
+
+Spec: MCP 2025-11-25 basic/transports#session-management, basic/lifecycle#initialization.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from mcp.server.streamable_http import StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from starlette.types import Message, Send
+
+__all__ = ["LegacySessions", "negotiated_version"]
+
+
+def negotiated_version(initialize_params: Any) -> str:
+    """The version the SDK answers ``initialize`` with: the requested one if it knows it, else its latest."""
+    requested = initialize_params.get("protocolVersion") if isinstance(initialize_params, dict) else None
+    return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+
+
+class LegacySessions:
+    """The handshake-era sessions of one agent's session manager, as seen from hivegate's router."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager, idle_timeout_seconds: float) -> None:
+        self._manager = manager
+        self._idle_timeout_seconds = idle_timeout_seconds
+        self._pending: dict[str, str] = {}
+        self._ready: dict[str, str] = {}
+
+    def _transport(self, session_id: str) -> StreamableHTTPServerTransport | None:
+        # The manager exposes no lookup; its session table is the one source of truth for liveness.
+        return self._manager._server_instances.get(session_id)  # pyright: ignore[reportPrivateUsage]  # mcp==2.3.0 is pinned
+
+    def watch_initialize(self, params: Any, send: Send) -> Send:
+        """Wrap ``send`` of an ``initialize`` POST: remember the session it opens and its version."""
+        version = negotiated_version(params)
+
+        async def watched(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] < 400:
+                for name, value in message["headers"]:
+                    if name.lower() == b"mcp-session-id":
+                        self._prune()
+                        self._pending[value.decode("latin-1")] = version
+            await send(message)
+
+        return watched
+
+    def watch_initialized(self, session_id: str, send: Send) -> Send:
+        """Wrap ``send`` of a ``notifications/initialized`` POST: the session is ready once the SDK accepts it."""
+
+        async def watched(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 202:
+                version = self._pending.pop(session_id, None)
+                if version is not None:
+                    self._ready[session_id] = version
+            await send(message)
+
+        return watched
+
+    def forget(self, session_id: str) -> None:
+        """The client ended the session (``DELETE``)."""
+        self._pending.pop(session_id, None)
+        self._ready.pop(session_id, None)
+
+    def ready_version(self, session_id: str) -> str | None:
+        """The negotiated version of an initialized, live session; None otherwise."""
+        version = self._ready.get(session_id)
+        if version is None:
+            return None
+        transport = self._transport(session_id)
+        if transport is None or transport.is_terminated:
+            self._ready.pop(session_id, None)
+            return None
+        idle = transport.idle_scope
+        if idle is not None and idle.cancel_called:
+            return None
+        return version
+
+    def touch(self, session_id: str) -> None:
+        """Count a request served here as activity (restart the idle countdown unless one is in flight)."""
+        transport = self._transport(session_id)
+        idle = transport.idle_scope if transport is not None else None
+        if idle is not None and idle.deadline != float("inf"):
+            idle.deadline = anyio.current_time() + self._idle_timeout_seconds
+
+    def _prune(self) -> None:
+        """Drop records of sessions the SDK no longer holds (expired), keeping the tables bounded."""
+        live = self._manager._server_instances  # pyright: ignore[reportPrivateUsage]  # see _transport
+        if len(self._pending) + len(self._ready) > 2 * len(live) + 64:
+            self._pending = {k: v for k, v in self._pending.items() if k in live}
+            self._ready = {k: v for k, v in self._ready.items() if k in live}
