@@ -43,7 +43,7 @@ class ServerSettings(_Group):
     allowed_origins: tuple[str, ...] = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
     """``Origin`` header values accepted when one is present (DNS-rebinding protection); ``["*"]`` allows any."""
     max_body_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
-    log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 
 
 class DatabaseSettings(_Group):

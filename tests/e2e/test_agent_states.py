@@ -23,6 +23,12 @@ mcp_enabled = false
 backend = { type = "python", callable = "echo_agent:reply" }
 
 [[agents]]
+id = "quiet-broken"
+name = "Quiet and broken"
+mcp_enabled = false
+backend = { type = "python", callable = "no_such_module_anywhere:reply" }
+
+[[agents]]
 id = "broken"
 name = "Broken"
 backend = { type = "python", callable = "no_such_module_anywhere:reply" }
@@ -50,12 +56,20 @@ def test_mcp_disabled_agent_is_403(gateway: GatewayProcess) -> None:
     assert response.json()["error"]["data"]["code"] == "mcp_disabled"
 
 
+def test_mcp_disabled_is_decided_before_the_backend_starts(gateway: GatewayProcess) -> None:
+    response = httpx.post(f"{gateway.url}/quiet-broken/mcp", json=INITIALIZE, headers=HEADERS, timeout=10)
+    assert response.status_code == 403
+    assert response.json()["error"]["data"]["code"] == "mcp_disabled"
+
+
 def test_unloadable_backend_is_503_without_details(gateway: GatewayProcess) -> None:
     response = httpx.post(f"{gateway.url}/broken/mcp", json=INITIALIZE, headers=HEADERS, timeout=10)
     assert response.status_code == 503
     body = response.json()
     assert body["error"]["data"]["code"] == "agent_unavailable"
     assert "no_such_module" not in response.text
+    again = httpx.post(f"{gateway.url}/broken/mcp", json=INITIALIZE, headers=HEADERS, timeout=10)
+    assert again.status_code == 503
     assert httpx.get(f"{gateway.url}/healthz", timeout=10).status_code == 200
 
 

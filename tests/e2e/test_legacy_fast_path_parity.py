@@ -97,6 +97,22 @@ def test_lean_legacy_path_matches_sdk_path(sessions: list[tuple[GatewayProcess, 
     assert content_types[1].startswith("text/event-stream")
 
 
+def test_non_object_params_and_sessionless_get(sessions: list[tuple[GatewayProcess, dict[str, str]]]) -> None:
+    gateway, headers = sessions[0]
+    url = f"{gateway.url}/echo/mcp"
+    bad = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": 5}, headers=headers)
+    assert bad.status_code == 400
+    assert bad.json()["error"]["code"] == -32600
+    odd_meta = httpx.post(
+        url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": 5}}, headers=headers
+    )
+    assert odd_meta.status_code == 200  # declined by the lean path; the SDK answers with a JSON-RPC error
+    assert _messages(odd_meta)[0]["error"]["code"] == -32602
+    get = httpx.get(url, headers={"Accept": "text/event-stream"}, timeout=10)
+    assert get.status_code >= 400
+    assert "mcp-session-id" not in get.headers
+
+
 def test_progress_still_streams_and_session_ends_on_delete(
     sessions: list[tuple[GatewayProcess, dict[str, str]]],
 ) -> None:

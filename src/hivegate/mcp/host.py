@@ -14,7 +14,9 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectSendStream
 
+from hivegate.agents.model import AgentSpec
 from hivegate.agents.registry import AgentChange, AgentRegistry
+from hivegate.errors import AgentUnavailableError
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.runtime import AgentRuntime
 from hivegate.settings import Settings
@@ -33,6 +35,7 @@ class AgentHost:
         self._codec = CursorCodec(settings.security.cursor_key.get_secret_value().encode())
         self._runtimes: dict[str, AgentRuntime] = {}
         self._locks: dict[str, anyio.Lock] = {}
+        self._failed: dict[str, AgentSpec] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self._changes: MemoryObjectSendStream[AgentChange] | None = None
 
@@ -61,11 +64,18 @@ class AgentHost:
         """The runtime of ``agent_id`` if already built (no I/O)."""
         return self._runtimes.get(agent_id)
 
+    def spec(self, agent_id: str) -> AgentSpec | None:
+        """The registered spec of ``agent_id`` (no runtime is built)."""
+        return self._registry.get(agent_id)
+
     async def runtime(self, agent_id: str) -> AgentRuntime | None:
         """The runtime of a registered agent, built on first use; None for an unknown agent.
 
+        A backend that failed to start is not retried until the agent's spec changes (the
+        failure is logged once, with its traceback).
+
         Raises:
-            hivegate.backends.python.BackendLoadError: the agent's backend cannot be loaded.
+            AgentUnavailableError: the agent's backend cannot be loaded or started.
         """
         runtime = self._runtimes.get(agent_id)
         if runtime is not None:
@@ -73,11 +83,19 @@ class AgentHost:
         spec = self._registry.get(agent_id)
         if spec is None or self._task_group is None:
             return None
+        if self._failed.get(agent_id) == spec:
+            raise AgentUnavailableError("The agent is unavailable.")
         lock = self._locks.setdefault(agent_id, anyio.Lock())
         async with lock:
             runtime = self._runtimes.get(agent_id)
             if runtime is None:
-                runtime = await AgentRuntime.start(spec, self._settings, self._codec, self._task_group)
+                try:
+                    runtime = await AgentRuntime.start(spec, self._settings, self._codec, self._task_group)
+                except Exception:  # the agent's own code failed to import or start; details stay in the log
+                    logger.exception("cannot start agent %s; not retrying until its spec changes", agent_id)
+                    self._failed[agent_id] = spec
+                    raise AgentUnavailableError("The agent is unavailable.") from None
+                self._failed.pop(agent_id, None)
                 self._runtimes[agent_id] = runtime
         return runtime
 

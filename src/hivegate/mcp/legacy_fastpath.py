@@ -58,8 +58,12 @@ def legacy_candidate(runtime: AgentRuntime, headers: dict[str, str], message: di
     if isinstance(request_id, bool) or not isinstance(request_id, str | int):
         return None
     params = message.get("params")
-    if params is not None and (not isinstance(params, dict) or "progressToken" in (params.get("_meta") or {})):
-        return None
+    if params is not None:
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if not isinstance(params, dict) or (
+            meta is not None and (not isinstance(meta, dict) or "progressToken" in meta)
+        ):
+            return None
     return runtime.legacy_sessions.ready_version(session_id)
 
 

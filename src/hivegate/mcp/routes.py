@@ -15,7 +15,6 @@ from starlette.types import Message, Receive, Scope, Send
 
 from hivegate.errors import (
     AgentNotFoundError,
-    AgentUnavailableError,
     BatchNotSupportedError,
     GatewayError,
     McpDisabledError,
@@ -93,7 +92,9 @@ class McpEndpoint:
                 await serve_legacy_fast(runtime, message, version, headers, send)
                 return
             send = self._watch_legacy(runtime, headers, message, send)
-        elif scope["method"] == "DELETE" and "mcp-session-id" in headers:
+        elif "mcp-session-id" not in headers:
+            send = _without_session_header_on_error(send)
+        elif scope["method"] == "DELETE":
             runtime.legacy_sessions.forget(headers["mcp-session-id"])
         await runtime.manager.handle_request(scope, receive, send)
 
@@ -111,15 +112,21 @@ class McpEndpoint:
         return send
 
     async def _runtime(self, agent_id: str) -> AgentRuntime:
-        try:
-            runtime = await self._host.runtime(agent_id)
-        except Exception:  # an import or start-up failure of the agent's own code; details stay in the log
-            logger.exception("cannot start agent %s", agent_id)
-            raise AgentUnavailableError("The agent is unavailable.") from None
-        if runtime is None:
+        """The agent's running server; its existence and ``mcp_enabled`` are checked before anything starts.
+
+        Raises:
+            AgentNotFoundError: no such agent (404).
+            McpDisabledError: the agent's MCP endpoint is off (403).
+            AgentUnavailableError: its backend cannot be started (503).
+        """
+        spec = self._host.spec(agent_id)
+        if spec is None:
             raise AgentNotFoundError(agent_id)
-        if not runtime.view.spec.mcp_enabled:
+        if not spec.mcp_enabled:
             raise McpDisabledError(f"MCP is disabled for agent {agent_id}")
+        runtime = await self._host.runtime(agent_id)
+        if runtime is None:  # deleted between the two lookups
+            raise AgentNotFoundError(agent_id)
         return runtime
 
 

@@ -142,6 +142,8 @@ def check_jsonrpc_envelope(body: bytes) -> dict[str, Any]:
     if "method" in message:
         if not isinstance(message["method"], str):
             raise InvalidRequestError("Invalid request: 'method' must be a string")
+        if "params" in message and not isinstance(message["params"], dict | list):
+            raise InvalidRequestError("Invalid request: 'params' must be an object")
     elif "id" not in message or ("result" not in message and "error" not in message):
         raise InvalidRequestError("Invalid request: neither a request, a notification nor a response")
     return message
