@@ -44,6 +44,7 @@ __all__ = [
     "AGENT_ID_PATTERN",
     "AgentSpec",
     "BackendSpec",
+    "CacheableMethod",
     "CacheHintSpec",
     "CachePolicy",
     "PromptArgumentSpec",

@@ -25,26 +25,15 @@ from mcp_types import methods as surface
 from pydantic import BaseModel, ValidationError
 from starlette.types import Send
 
-from hivegate.mcp.fastpath import dispatch, respond_json
+from hivegate.mcp.fastpath import FAST_METHODS, dispatch, respond_json
 from hivegate.mcp.runtime import AgentRuntime
 
 __all__ = ["LEGACY_FAST_METHODS", "legacy_candidate", "serve_legacy_fast"]
 
 logger = logging.getLogger(__name__)
 
-LEGACY_FAST_METHODS = frozenset(
-    {
-        "ping",
-        "tools/list",
-        "tools/call",
-        "resources/list",
-        "resources/read",
-        "resources/templates/list",
-        "prompts/list",
-        "prompts/get",
-        "completion/complete",
-    }
-)
+LEGACY_FAST_METHODS = (FAST_METHODS - {"server/discover"}) | {"ping"}
+"""The lean 2026-07-28 path's methods as the handshake era names them (no discovery; ``ping`` exists)."""
 
 
 def legacy_candidate(runtime: AgentRuntime, headers: dict[str, str], message: dict[str, Any]) -> str | None:

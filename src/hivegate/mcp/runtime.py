@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 import anyio.abc
@@ -34,7 +34,7 @@ from mcp.server.subscriptions import (
 from mcp_types import SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from hivegate.agents.model import AgentSpec
+from hivegate.agents.model import AgentSpec, CacheableMethod
 from hivegate.backends.base import Backend
 from hivegate.backends.python import create_python_backend
 from hivegate.mcp.event_store import MemoryEventStore
@@ -48,14 +48,7 @@ __all__ = ["AgentRuntime"]
 
 logger = logging.getLogger(__name__)
 
-_CACHEABLE = (
-    "server/discover",
-    "tools/list",
-    "prompts/list",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-)
+_CACHEABLE: tuple[str, ...] = get_args(CacheableMethod)
 _SESSION_HEADER = "mcp-session-id"
 
 
