@@ -12,6 +12,7 @@ Run before a request reaches the SDK or the lean path, so every refusal has the 
 from __future__ import annotations
 
 import fnmatch
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -92,17 +93,22 @@ class HostPolicy:
             raise ForbiddenOriginError("Invalid Origin header")
 
 
+@functools.lru_cache(maxsize=256)
+def _is_json_media_type(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() == "application/json"
+
+
 def check_content_type(headers: dict[str, str]) -> None:
     """Raise unless a POST declares a JSON body.
 
     Raises:
         UnsupportedMediaTypeError: ``Content-Type`` is missing or not ``application/json`` (415).
     """
-    media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if media_type != "application/json":
+    if not _is_json_media_type(headers.get("content-type", "")):
         raise UnsupportedMediaTypeError("Content-Type must be application/json")
 
 
+@functools.lru_cache(maxsize=256)
 def accepts_json_and_sse(accept: str) -> bool:
     """Whether an ``Accept`` value admits both ``application/json`` and ``text/event-stream`` (wildcards count)."""
     types = {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
