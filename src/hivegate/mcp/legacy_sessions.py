@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+from mcp.server.session import ServerSession
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
@@ -35,6 +36,7 @@ class LegacySessions:
         self._idle_timeout_seconds = idle_timeout_seconds
         self._pending: dict[str, str] = {}
         self._ready: dict[str, str] = {}
+        self._sessions: dict[str, ServerSession] = {}
 
     def _transport(self, session_id: str) -> StreamableHTTPServerTransport | None:
         # The manager exposes no lookup; its session table is the one source of truth for liveness.
@@ -67,9 +69,21 @@ class LegacySessions:
         return watched
 
     def forget(self, session_id: str) -> None:
-        """The client ended the session (``DELETE``)."""
+        """The session ended (``DELETE``, or its stream is gone)."""
         self._pending.pop(session_id, None)
         self._ready.pop(session_id, None)
+        self._sessions.pop(session_id, None)
+
+    def remember(self, session_id: str, session: ServerSession) -> None:
+        """Keep a session handle of ``session_id`` to announce list changes on its GET stream."""
+        if session_id not in self._sessions:
+            self._prune()
+        self._sessions[session_id] = session
+
+    def notifiable(self) -> list[tuple[str, ServerSession]]:
+        """The remembered sessions the SDK still holds, with their handles."""
+        live = self._manager._server_instances  # pyright: ignore[reportPrivateUsage]  # see _transport
+        return [(sid, session) for sid, session in self._sessions.items() if sid in live]
 
     def ready_version(self, session_id: str) -> str | None:
         """The negotiated version of an initialized, live session; None otherwise."""
@@ -95,6 +109,7 @@ class LegacySessions:
     def _prune(self) -> None:
         """Drop records of sessions the SDK no longer holds (expired), keeping the tables bounded."""
         live = self._manager._server_instances  # pyright: ignore[reportPrivateUsage]  # see _transport
-        if len(self._pending) + len(self._ready) > 2 * len(live) + 64:
+        if len(self._pending) + len(self._ready) + len(self._sessions) > 3 * len(live) + 64:
             self._pending = {k: v for k, v in self._pending.items() if k in live}
             self._ready = {k: v for k, v in self._ready.items() if k in live}
+            self._sessions = {k: v for k, v in self._sessions.items() if k in live}

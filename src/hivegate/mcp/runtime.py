@@ -105,7 +105,6 @@ class AgentRuntime:
         self._view = view
         self.bus = _AgentBus()
         self.bus.relay_from(view.backend)
-        self._legacy_sessions: dict[str, ServerSession] = {}
         self.handlers = AgentHandlers(lambda: self._view, codec, settings.mcp.default_page_size)
         self.server = self._build_server()
         self._apply_identity(view.spec)
@@ -215,7 +214,7 @@ class AgentRuntime:
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and ctx.request is not None:
             session_id = ctx.request.headers.get(_SESSION_HEADER)
             if session_id is not None:
-                self._legacy_sessions[session_id] = ctx.session
+                self.legacy_sessions.remember(session_id, ctx.session)
         return await call_next(ctx)
 
     async def update(self, spec: AgentSpec) -> None:
@@ -249,9 +248,9 @@ class AgentRuntime:
             if not changed:
                 continue
             await self.bus.publish(event)
-            for session_id, session in list(self._legacy_sessions.items()):
+            for session_id, session in self.legacy_sessions.notifiable():
                 try:
                     with anyio.fail_after(2):
                         await notify(session)
                 except Exception:  # the session ended or its stream is gone: forget it
-                    self._legacy_sessions.pop(session_id, None)
+                    self.legacy_sessions.forget(session_id)
