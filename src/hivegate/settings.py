@@ -40,7 +40,14 @@ class ServerSettings(_Group):
     port: Annotated[int, Field(ge=0, le=65535)] = 8094
     allowed_hosts: tuple[str, ...] = ("127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*")
     """``Host`` header values accepted (``name:*`` allows any port). ``["*"]`` disables the check."""
-    allowed_origins: tuple[str, ...] = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
+    allowed_origins: tuple[str, ...] = (
+        "http://127.0.0.1",
+        "http://127.0.0.1:*",
+        "http://localhost",
+        "http://localhost:*",
+        "http://[::1]",
+        "http://[::1]:*",
+    )
     """``Origin`` header values accepted when one is present (DNS-rebinding protection); ``["*"]`` allows any."""
     max_body_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"

@@ -103,15 +103,11 @@ class _SingleResponseContext:
         return None
 
 
-def fast_candidate(runtime: AgentRuntime, headers: Mapping[str, str], body: bytes) -> dict[str, Any] | None:
-    """The decoded request if it can take the lean path, else None (the SDK path serves it)."""
+def fast_candidate(runtime: AgentRuntime, headers: Mapping[str, str], decoded: Any) -> dict[str, Any] | None:
+    """``decoded`` (the parsed body) if it can take the lean path, else None (the SDK path serves it)."""
     if headers.get("mcp-protocol-version") not in MODERN_PROTOCOL_VERSIONS:
         return None
     if runtime.view.serves_backend:
-        return None
-    try:
-        decoded = orjson.loads(body)
-    except orjson.JSONDecodeError:
         return None
     if not isinstance(decoded, dict) or decoded.get("method") not in FAST_METHODS or "id" not in decoded:
         return None

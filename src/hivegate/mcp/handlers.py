@@ -285,8 +285,11 @@ class AgentHandlers:
         descriptor = next((p for p in backend_prompts if p.name == params.name), None)
         if descriptor is None or view.backend is None:
             raise UnknownPromptError(f"Unknown prompt: {params.name}", data={"name": params.name})
-        check_prompt_arguments(descriptor, params.arguments)
-        return await view.backend.request(ctx, "prompts/get", dict(ctx.params or {}))
+        arguments = check_prompt_arguments(descriptor, params.arguments)
+        forwarded = dict(ctx.params or {})
+        if "arguments" in forwarded:
+            forwarded["arguments"] = arguments
+        return await view.backend.request(ctx, "prompts/get", forwarded)
 
     # -- completion --------------------------------------------------------------------
 

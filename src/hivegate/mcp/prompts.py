@@ -33,6 +33,11 @@ def prompt_descriptor(spec: PromptSpec) -> Prompt:
 def check_prompt_arguments(prompt: Prompt, arguments: Mapping[str, Any] | None) -> dict[str, str]:
     """Validate ``arguments`` against ``prompt``: values must be strings and required ones present.
 
+    Returns:
+        The declared arguments that were given. Undeclared ones are dropped, for hivegate's own
+        prompts and a backend server's alike (a backend never sees an argument its prompt did
+        not declare, so it cannot fail on one).
+
     Raises:
         InvalidParamsError: a value is not a string, or a required argument is missing.
     """
@@ -44,7 +49,8 @@ def check_prompt_arguments(prompt: Prompt, arguments: Mapping[str, Any] | None) 
     if missing:
         names = ", ".join(missing)
         raise InvalidParamsError(f"Missing required arguments for prompt {prompt.name!r}: {names}")
-    return given
+    declared = {a.name for a in prompt.arguments or ()}
+    return {k: v for k, v in given.items() if k in declared}
 
 
 def render_prompt(spec: PromptSpec, arguments: Mapping[str, str]) -> GetPromptResult:

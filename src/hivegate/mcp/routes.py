@@ -31,6 +31,7 @@ from hivegate.mcp.transport import (
     check_content_type,
     check_jsonrpc_envelope,
     decode_headers,
+    parse_json,
     read_body,
     replay_receive,
 )
@@ -58,7 +59,11 @@ class McpEndpoint:
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         pairs = decode_headers(scope)
-        headers = dict(pairs)
+        headers: dict[str, str] = {}
+        for name, value in pairs:
+            # The first of repeated lines wins, as in the SDK's era routing (a repeated routing
+            # header is refused with -32020 on the modern wire).
+            headers.setdefault(name, value)
         self._policy.check(headers)
         agent_id: str = scope["path_params"]["agent_id"]
         # The SDK's routing rule: a handshake version or no version header is the legacy era.
@@ -66,6 +71,7 @@ class McpEndpoint:
         modern = version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
         body: bytes | None = None
         message: dict[str, Any] | None = None
+        decoded: Any = None
         if scope["method"] == "POST":
             check_content_type(headers)
             body = await read_body(scope, receive, self._max_body_bytes, headers)
@@ -76,15 +82,16 @@ class McpEndpoint:
                 )
             if modern:
                 check_accept(headers)
+                decoded = parse_json(body)  # strict JSON: NaN / Infinity are -32700 here as on the legacy wire
             else:
                 message = check_jsonrpc_envelope(body)
             receive = replay_receive(body, receive)
         runtime = await self._runtime(agent_id)
         if modern:
             if body is not None and self._fast_path:
-                decoded = fast_candidate(runtime, headers, body)
-                if decoded is not None:
-                    await serve_fast(runtime, decoded, pairs, headers, send)
+                request = fast_candidate(runtime, headers, decoded)
+                if request is not None:
+                    await serve_fast(runtime, request, pairs, headers, send)
                     return
         elif message is not None:
             version = legacy_candidate(runtime, headers, message) if self._fast_path else None

@@ -36,6 +36,7 @@ __all__ = [
     "check_content_type",
     "check_jsonrpc_envelope",
     "decode_headers",
+    "parse_json",
     "read_body",
     "replay_receive",
 ]
@@ -139,20 +140,51 @@ def check_jsonrpc_envelope(body: bytes) -> dict[str, Any]:
     Returns:
         The decoded message.
     """
-    try:
-        message = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise ParseError("Parse error") from None
+    message = parse_json(body)
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         raise InvalidRequestError("Invalid request: not a JSON-RPC 2.0 message object")
+    if "id" in message and not _valid_id(message["id"]):
+        # Spec: MCP basic "Requests": the id MUST be a string or integer and MUST NOT be null.
+        raise InvalidRequestError("Invalid request: 'id' must be a string or an integer")
     if "method" in message:
         if not isinstance(message["method"], str):
             raise InvalidRequestError("Invalid request: 'method' must be a string")
-        if "params" in message and not isinstance(message["params"], dict | list):
+        if "params" in message and not isinstance(message["params"], dict):
             raise InvalidRequestError("Invalid request: 'params' must be an object")
-    elif "id" not in message or ("result" not in message and "error" not in message):
+    elif "id" not in message or not _valid_response_body(message):
         raise InvalidRequestError("Invalid request: neither a request, a notification nor a response")
     return message
+
+
+def parse_json(body: bytes) -> Any:
+    """Decode a request body as strict JSON (RFC 8259: no ``NaN`` / ``Infinity`` literals).
+
+    Raises:
+        ParseError: the body is not JSON (-32700).
+    """
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise ParseError("Parse error") from None
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+def _valid_response_body(message: dict[str, Any]) -> bool:
+    """A posted JSON-RPC response: exactly one of an object ``result`` or an ``error`` with code and message."""
+    if ("result" in message) == ("error" in message):
+        return False
+    if "result" in message:
+        return isinstance(message["result"], dict)
+    error = message["error"]
+    return (
+        isinstance(error, dict)
+        and isinstance(error.get("code"), int)
+        and not isinstance(error.get("code"), bool)
+        and isinstance(error.get("message"), str)
+    )
 
 
 async def read_body(scope: Scope, receive: Receive, limit_bytes: int, headers: dict[str, str]) -> bytes:
