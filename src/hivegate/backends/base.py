@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import anyio.abc
 from mcp.server.context import ServerRequestContext
 from mcp.server.subscriptions import SubscriptionBus
 
@@ -82,8 +83,8 @@ class Backend(Protocol):
         """The backend server's ``inputSchema`` for tool ``name``, when it can tell without a listing."""
         ...
 
-    async def start(self) -> None:
-        """Acquire resources (enter the backend server's lifespan). Called once before use."""
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Acquire resources (enter the backend server's lifespan, in a task of ``task_group``). Called once."""
         ...
 
     async def aclose(self) -> None:

@@ -6,7 +6,6 @@ Spec: the TOML shape is ``backend = { type = "python", callable = "module:functi
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib
 import inspect
@@ -85,7 +84,7 @@ class CallableBackend:
     def tool_input_schema(self, name: str) -> Mapping[str, Any] | None:
         return None
 
-    async def start(self) -> None:
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         return None
 
     async def aclose(self) -> None:
@@ -144,30 +143,35 @@ class SdkServerBackend:
         self._middleware = [m for m in self._server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
         self._lifespan_state: Any = None
         self._stop = anyio.Event()
-        self._task_group: anyio.abc.TaskGroup | None = None
-        self._exit: contextlib.AsyncExitStack | None = None
+        self._stopped = anyio.Event()
+        self._started = False
 
     @property
     def server(self) -> Server[Any]:
         return self._server
 
-    async def start(self) -> None:
-        """Enter the server's lifespan (held open in a task until :meth:`aclose`)."""
-        stack = contextlib.AsyncExitStack()
-        self._task_group = await stack.enter_async_context(anyio.create_task_group())
-        self._lifespan_state = await self._task_group.start(self._hold_lifespan)
-        self._exit = stack
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Enter the server's lifespan in a task of ``task_group``, held open until :meth:`aclose`.
+
+        The lifespan is entered and left by that one task, whichever task asks for the start or
+        the close (a cancel scope must be exited by the task that entered it).
+        """
+        self._lifespan_state = await task_group.start(self._hold_lifespan)
+        self._started = True
 
     async def _hold_lifespan(self, *, task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED) -> None:
-        async with self._server.lifespan(self._server) as state:
-            task_status.started(state)
-            await self._stop.wait()
+        try:
+            async with self._server.lifespan(self._server) as state:
+                task_status.started(state)
+                await self._stop.wait()
+        finally:
+            self._stopped.set()
 
     async def aclose(self) -> None:
         self._stop.set()
-        if self._exit is not None:
-            stack, self._exit = self._exit, None
-            await stack.aclose()
+        if self._started:
+            with anyio.move_on_after(5, shield=True):
+                await self._stopped.wait()
 
     async def invoke(self, invocation: Invocation, on_delta: DeltaSink | None) -> str:
         raise AgentError("This agent has no message tool.")

@@ -90,19 +90,22 @@ class _AgentBus(InMemorySubscriptionBus):
                 logger.exception("listen-stream listener raised")
 
 
-async def _create_backend(spec: AgentSpec) -> Backend | None:
+async def _create_backend(spec: AgentSpec, task_group: anyio.abc.TaskGroup) -> Backend | None:
     if spec.backend is None:
         return None
     backend = create_python_backend(spec)
-    await backend.start()
+    await backend.start(task_group)
     return backend
 
 
 class AgentRuntime:
     """The live MCP server of one agent. Create with :meth:`start`; stop with :meth:`aclose`."""
 
-    def __init__(self, view: AgentView, settings: Settings, codec: CursorCodec) -> None:
+    def __init__(
+        self, view: AgentView, settings: Settings, codec: CursorCodec, task_group: anyio.abc.TaskGroup
+    ) -> None:
         self._view = view
+        self._task_group = task_group
         self.bus = _AgentBus()
         self.bus.relay_from(view.backend)
         self.handlers = AgentHandlers(lambda: self._view, codec, settings.mcp.default_page_size)
@@ -150,8 +153,8 @@ class AgentRuntime:
         cls, spec: AgentSpec, settings: Settings, codec: CursorCodec, task_group: anyio.abc.TaskGroup
     ) -> AgentRuntime:
         """Build the agent's backend, view, server and session manager, and start the manager in ``task_group``."""
-        backend = await _create_backend(spec)
-        runtime = cls(AgentView.build(spec, backend), settings, codec)
+        backend = await _create_backend(spec, task_group)
+        runtime = cls(AgentView.build(spec, backend), settings, codec, task_group)
         await task_group.start(runtime._run_manager)
         return runtime
 
@@ -222,7 +225,7 @@ class AgentRuntime:
         old = self._view
         backend = old.backend
         if spec.backend != old.spec.backend or spec.base_dir != old.spec.base_dir:
-            backend = await _create_backend(spec)
+            backend = await _create_backend(spec, self._task_group)
         new = AgentView.build(spec, backend)
         self._view = new
         self._apply_identity(spec)

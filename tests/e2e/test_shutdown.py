@@ -1,0 +1,29 @@
+"""A server that has started an SDK-server backend (its lifespan) shuts down cleanly on SIGTERM.
+
+Regression: the backend's lifespan used to be entered in the request task that first reached
+the agent and left in the lifespan task, which anyio refuses ("exit cancel scope in a
+different task") — "Application shutdown failed" with a traceback.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import anyio
+from mcp import Client
+
+from tests.gateway_process import ROOT, run_gateway
+
+
+async def test_clean_shutdown_after_an_sdk_backend_served() -> None:
+    with run_gateway(ROOT / "examples" / "hivegate.toml") as gateway:
+        async with Client(f"{gateway.url}/notes/mcp", mode="legacy") as client:
+            assert (await client.read_resource("note://7")).contents
+        gateway.process.terminate()
+        with anyio.fail_after(20):
+            code = await anyio.to_thread.run_sync(gateway.process.wait)
+        output = gateway.output()
+    # uvicorn re-raises the signal it handled once shutdown is complete, so SIGTERM is the exit status.
+    assert code in (0, -signal.SIGTERM), output
+    assert "Traceback" not in output
+    assert "shutdown failed" not in output.lower()
