@@ -1,0 +1,1 @@
+"""Credentials: password hashing and API key minting and recognition (users' ``oag_`` and agents' ``bak_`` keys)."""
