@@ -8,6 +8,8 @@ different task") — "Application shutdown failed" with a traceback.
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 
 import anyio
 from mcp import Client
@@ -27,3 +29,19 @@ async def test_clean_shutdown_after_an_sdk_backend_served() -> None:
     assert code in (0, -signal.SIGTERM), output
     assert "Traceback" not in output
     assert "shutdown failed" not in output.lower()
+
+
+def test_busy_port_exits_3_without_traceback() -> None:
+    with run_gateway(ROOT / "examples" / "hivegate.toml") as gateway:
+        port = gateway.url.rsplit(":", 1)[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "hivegate", "serve", "--port", port, "--dev", "--database-url", "memory://"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            cwd=ROOT,
+        )
+    assert result.returncode == 3
+    assert "address already in use" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout

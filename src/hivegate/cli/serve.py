@@ -55,15 +55,27 @@ def serve(
         proxy_headers=False,
         lifespan="on",
     )
-    anyio.run(_run, uvicorn.Server(uv_config), backend_options={"use_uvloop": True})
+    status = anyio.run(_run, uvicorn.Server(uv_config), backend_options={"use_uvloop": True})
+    if status:
+        raise typer.Exit(status)
 
 
-async def _run(server: uvicorn.Server) -> None:
+async def _run(server: uvicorn.Server) -> int:
+    """Serve until shut down; returns uvicorn's exit status (3 when it could not start, e.g. a busy port)."""
+    status = 0
+
+    async def serve() -> None:
+        nonlocal status
+        try:
+            await server.serve()
+        except SystemExit as exc:  # uvicorn exits when it cannot bind; it has logged why
+            status = exc.code if isinstance(exc.code, int) else 1
+
     async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve)
+        tg.start_soon(serve)
         while not server.started:
-            if server.should_exit:
-                return
+            if server.should_exit or status:
+                return status
             await anyio.sleep(0.05)
         # Objects built at start-up live for the whole process: move them out of the collector's
         # sight so full collections stay short (the SDK's p99 tail is full-GC pauses).
@@ -73,3 +85,4 @@ async def _run(server: uvicorn.Server) -> None:
                 address = sock.getsockname()
                 shown = f"[{address[0]}]" if ":" in address[0] else address[0]
                 print(f"hivegate listening on http://{shown}:{address[1]}", flush=True)
+    return status
