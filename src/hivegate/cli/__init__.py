@@ -5,7 +5,9 @@ from __future__ import annotations
 import typer
 
 from hivegate.cli.agents import agents_app
+from hivegate.cli.keys import keys_app
 from hivegate.cli.serve import serve
+from hivegate.cli.users import users_app
 
 __all__ = ["app", "main"]
 
@@ -17,6 +19,8 @@ app = typer.Typer(
 )
 app.command()(serve)
 app.add_typer(agents_app, name="agents")
+app.add_typer(users_app, name="users")
+app.add_typer(keys_app, name="keys")
 
 
 def main() -> None:

@@ -1,0 +1,112 @@
+"""``hivegate keys``: create (printing the key once), list (never printing keys) and revoke API keys."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from hivegate.auth.api_keys import KeyKind, mint_key
+from hivegate.cli.options import ConfigOption, DatabaseOption, err_console
+from hivegate.cli.users import run_with_credentials
+from hivegate.storage.credentials import ApiKey, CredentialStore, KeyLimitError, User
+
+__all__ = ["keys_app"]
+
+keys_app = typer.Typer(help="Manage API keys (oag_ user keys, bak_ agent keys).", no_args_is_help=True)
+console = Console()
+
+
+class _CommandError(Exception):
+    """A refusal found inside the store action, reported after the store is closed."""
+
+
+@keys_app.command("create")
+def create(
+    user: Annotated[str, typer.Option("--user", help="The owner's username.")],
+    agent: Annotated[str | None, typer.Option("--agent", help="Bind a bak_ key to this agent id.")] = None,
+    name: Annotated[str, typer.Option("--name", help="A label for people.")] = "",
+    config: ConfigOption = None,
+    database_url: DatabaseOption = None,
+) -> None:
+    """Create a key: oag_ (all of the user's agents) or, with --agent, bak_ (that agent). Prints it once."""
+    minted = mint_key(KeyKind.USER if agent is None else KeyKind.AGENT)
+
+    async def action(store: CredentialStore) -> ApiKey:
+        owner = await _require_user(store, user)
+        try:
+            return await store.create_api_key(
+                user_id=owner.id, agent_id=agent, name=name, key_hash=minted.digest, prefix=minted.prefix
+            )
+        except KeyLimitError as exc:
+            raise _CommandError(f"{exc}; revoke one first") from None
+
+    try:
+        key = run_with_credentials(config, database_url, action)
+    except _CommandError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
+    err_console.print(f"created key {key.id} for {user}" + (f" bound to agent {agent}" if agent else ""))
+    err_console.print("Store it now: it is shown only this once.")
+    print(minted.plaintext)
+
+
+@keys_app.command("list")
+def list_keys(
+    user: Annotated[str | None, typer.Option("--user", help="Only this user's keys.")] = None,
+    config: ConfigOption = None,
+    database_url: DatabaseOption = None,
+) -> None:
+    """List keys by id and prefix (never the keys themselves)."""
+
+    async def action(store: CredentialStore) -> tuple[list[ApiKey], dict[str, str]]:
+        owner = await _require_user(store, user) if user is not None else None
+        names = {u.id: u.username for u in await store.list_users()}
+        return await store.list_api_keys(owner.id if owner else None), names
+
+    try:
+        keys, usernames = run_with_credentials(config, database_url, action)
+    except _CommandError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
+    table = Table("id", "key", "user", "agent", "name", "created", "last used", "revoked")
+    for key in keys:
+        table.add_row(
+            key.id,
+            f"{key.prefix}…",
+            usernames.get(key.user_id, key.user_id),
+            key.agent_id or "-",
+            key.name,
+            _when(key.created_at),
+            _when(key.last_used_at),
+            _when(key.revoked_at),
+        )
+    console.print(table)
+
+
+@keys_app.command("revoke")
+def revoke(
+    key_id: Annotated[str, typer.Argument(help="The key's id (from `hivegate keys list`).")],
+    config: ConfigOption = None,
+    database_url: DatabaseOption = None,
+) -> None:
+    """Revoke a key; it stops working at once."""
+    key = run_with_credentials(config, database_url, lambda store: store.revoke_api_key(key_id))
+    if key is None:
+        err_console.print(f"[red]error:[/red] no key {key_id!r}")
+        raise typer.Exit(1)
+    console.print(f"revoked {key.id} ({key.prefix}…)")
+
+
+async def _require_user(store: CredentialStore, username: str) -> User:
+    found = await store.get_user_by_username(username)
+    if found is None:
+        raise _CommandError(f"no user {username!r}")
+    return found
+
+
+def _when(at: datetime | None) -> str:
+    return at.isoformat(timespec="seconds") if at is not None else "-"

@@ -1,0 +1,98 @@
+"""``hivegate users``: create, list and disable local user accounts."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from hivegate.auth.passwords import hash_password
+from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, settings_from
+from hivegate.storage.credentials import CredentialStore, UsernameTakenError, create_credential_store, validate_username
+
+__all__ = ["run_with_credentials", "users_app"]
+
+users_app = typer.Typer(help="Manage local user accounts.", no_args_is_help=True)
+console = Console()
+T = TypeVar("T")
+
+
+def run_with_credentials(
+    config: Path | None, database_url: str | None, action: Callable[[CredentialStore], Awaitable[T]]
+) -> T:
+    """Run ``action`` on the credential store named by the settings (migrated first), then close it."""
+    settings = settings_from(config, database={"url": database_url} if database_url else {})
+
+    async def main() -> T:
+        store = await create_credential_store(settings.database.url)
+        try:
+            return await action(store)
+        finally:
+            await store.close()
+
+    return anyio.run(main)
+
+
+def _fail(message: str, status: int = 1) -> typer.Exit:
+    err_console.print(f"[red]error:[/red] {message}")
+    return typer.Exit(status)
+
+
+def _read_password(from_stdin: bool) -> str:
+    if from_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    password: str = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+    return password
+
+
+@users_app.command("create")
+def create(
+    username: Annotated[str, typer.Argument(help="1-64 of A-Z a-z 0-9 _ . - (unique ignoring case).")],
+    password_stdin: Annotated[bool, typer.Option("--password-stdin", help="Read the password from stdin.")] = False,
+    config: ConfigOption = None,
+    database_url: DatabaseOption = None,
+) -> None:
+    """Create a user; prompts for the password twice (hidden) unless --password-stdin."""
+    try:
+        validate_username(username)
+    except ValueError as exc:
+        raise _fail(str(exc), 2) from None
+    password = _read_password(password_stdin)
+    if not password:
+        raise _fail("the password is empty", 2)
+    password_hash = hash_password(password)
+    try:
+        user = run_with_credentials(config, database_url, lambda store: store.create_user(username, password_hash))
+    except UsernameTakenError as exc:
+        raise _fail(str(exc)) from None
+    console.print(f"created user {user.username} ({user.id})")
+
+
+@users_app.command("list")
+def list_users(config: ConfigOption = None, database_url: DatabaseOption = None) -> None:
+    """List users."""
+    users = run_with_credentials(config, database_url, lambda store: store.list_users())
+    table = Table("id", "username", "status", "created")
+    for user in users:
+        status = "disabled" if user.disabled else "active"
+        table.add_row(user.id, user.username, status, user.created_at.isoformat(timespec="seconds"))
+    console.print(table)
+
+
+@users_app.command("disable")
+def disable(
+    username: Annotated[str, typer.Argument(help="The user's username (any case).")],
+    config: ConfigOption = None,
+    database_url: DatabaseOption = None,
+) -> None:
+    """Disable a user: their keys and logins stop working."""
+    user = run_with_credentials(config, database_url, lambda store: store.set_user_disabled(username, True))
+    if user is None:
+        raise _fail(f"no user {username!r}")
+    console.print(f"disabled {user.username}")
