@@ -89,7 +89,7 @@ async def _drop_registry_tables(url: str) -> None:
     engine = create_async_engine(url)
     try:
         async with engine.begin() as conn:
-            await conn.execute(text("DROP TABLE IF EXISTS agents, registry_state, alembic_version"))
+            await conn.execute(text("DROP TABLE IF EXISTS api_keys, users, agents, registry_state, alembic_version"))
     finally:
         await engine.dispose()
 

@@ -14,8 +14,12 @@ import asyncio
 from alembic import context
 from sqlalchemy import Connection
 
+from hivegate.storage.credential_tables import api_keys, users
 from hivegate.storage.sql import create_sql_engine
 from hivegate.storage.tables import metadata
+
+CREDENTIAL_TABLES = (users, api_keys)
+"""Defined on ``metadata`` by importing them, so autogenerate and ``check`` see the whole schema."""
 
 
 def _run(connection: Connection) -> None:
