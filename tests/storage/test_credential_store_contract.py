@@ -17,6 +17,7 @@ from hivegate.storage.credentials import (
     UsernameTakenError,
     create_credential_store,
 )
+from tests.storage.conftest import SQL_BACKENDS
 from tests.storage.credential_fixtures import credential_store, credential_url
 
 __all__ = ["credential_store", "credential_url"]  # fixtures, imported for pytest
@@ -212,9 +213,8 @@ async def test_agent_key_limit(credential_store: CredentialStore) -> None:
         await add_key(credential_store, alice, agent_id="notes")
 
 
+@pytest.mark.parametrize("credential_url", SQL_BACKENDS, indirect=True)
 async def test_sql_store_persists_across_instances(credential_url: str) -> None:
-    if credential_url == "memory://":
-        pytest.skip("nothing persists in memory")
     first = await create_credential_store(credential_url)
     try:
         alice = await first.create_user("alice", HASH)
