@@ -46,7 +46,8 @@ async def test_echo_agent_tools_resources_prompts(demo_gateway: GatewayProcess, 
         config = await client.read_resource("hivegate://agent/config")
         first = config.contents[0]
         assert isinstance(first, TextResourceContents)
-        assert json.loads(first.text)["id"] == "echo"
+        document = json.loads(first.text)
+        assert (document["id"], document["page_size"]) == ("echo", 50)  # the server default applies
         readme = await client.read_resource("echo://readme")
         assert "Echo" in readme.contents[0].text  # type: ignore[union-attr]
 

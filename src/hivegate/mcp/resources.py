@@ -44,14 +44,14 @@ def _agent_root(spec: AgentSpec) -> Path | None:
     return root
 
 
-def _config_document(spec: AgentSpec) -> dict[str, Any]:
+def _config_document(spec: AgentSpec, default_page_size: int) -> dict[str, Any]:
     return {
         "id": spec.id,
         "name": spec.name,
         "description": spec.description,
         "version": spec.version,
         "mcp_enabled": spec.mcp_enabled,
-        "page_size": spec.page_size,
+        "page_size": spec.page_size or default_page_size,
         "cache": spec.cache.model_dump(mode="json"),
         "skills": [s.id for s in spec.skills],
         "prompts": [p.name for p in spec.prompts],
@@ -65,8 +65,9 @@ def _skills_document(spec: AgentSpec) -> list[dict[str, Any]]:
 class ResourceCatalog:
     """The resources an agent spec declares, plus the built-ins. Built once per spec; reads are async."""
 
-    def __init__(self, spec: AgentSpec) -> None:
+    def __init__(self, spec: AgentSpec, default_page_size: int = 50) -> None:
         self._spec = spec
+        self._default_page_size = default_page_size
         self._root = _agent_root(spec)
         self._static = {r.uri: r for r in spec.resources}
         self._templates: list[tuple[UriTemplate, ResourceTemplateSpec]] = []
@@ -130,7 +131,7 @@ class ResourceCatalog:
             ResourceNotFoundError: no such resource, a template variable is unsafe, or the file is missing.
         """
         if uri == CONFIG_URI:
-            return [_json_contents(uri, _config_document(self._spec))]
+            return [_json_contents(uri, _config_document(self._spec, self._default_page_size))]
         if uri == SKILLS_URI:
             return [_json_contents(uri, _skills_document(self._spec))]
         static = self._static.get(uri)

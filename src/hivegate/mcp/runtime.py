@@ -106,6 +106,7 @@ class AgentRuntime:
     ) -> None:
         self._view = view
         self._task_group = task_group
+        self._default_page_size = settings.mcp.default_page_size
         self.bus = _AgentBus()
         self.bus.relay_from(view.backend)
         self.handlers = AgentHandlers(lambda: self._view, codec, settings.mcp.default_page_size)
@@ -154,7 +155,7 @@ class AgentRuntime:
     ) -> AgentRuntime:
         """Build the agent's backend, view, server and session manager, and start the manager in ``task_group``."""
         backend = await _create_backend(spec, task_group)
-        runtime = cls(AgentView.build(spec, backend), settings, codec, task_group)
+        runtime = cls(AgentView.build(spec, backend, settings.mcp.default_page_size), settings, codec, task_group)
         await task_group.start(runtime._run_manager)
         return runtime
 
@@ -226,7 +227,7 @@ class AgentRuntime:
         backend = old.backend
         if spec.backend != old.spec.backend or spec.base_dir != old.spec.base_dir:
             backend = await _create_backend(spec, self._task_group)
-        new = AgentView.build(spec, backend)
+        new = AgentView.build(spec, backend, self._default_page_size)
         self._view = new
         self._apply_identity(spec)
         if backend is not old.backend:

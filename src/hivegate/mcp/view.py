@@ -50,7 +50,7 @@ class AgentView:
     """Own tools whose schema has an ``x-mcp-header`` annotation (only those need ``Mcp-Param-*`` checks)."""
 
     @classmethod
-    def build(cls, spec: AgentSpec, backend: Backend | None) -> AgentView:
+    def build(cls, spec: AgentSpec, backend: Backend | None, default_page_size: int = 50) -> AgentView:
         """Derive a view; raises ``ValueError`` for a spec whose templates do not parse."""
         tools: list[Tool] = []
         index: dict[str, SkillSpec | None] = {}
@@ -66,7 +66,7 @@ class AgentView:
             backend=backend,
             own_tools=tuple(tools),
             tool_index=index,
-            catalog=ResourceCatalog(spec),
+            catalog=ResourceCatalog(spec, default_page_size),
             prompts={p.name: p for p in spec.prompts},
             prompt_list=tuple(prompt_descriptor(p) for p in spec.prompts),
             tool_schemas={t.name: t.input_schema for t in tools},
