@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -22,9 +23,13 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-__all__ = ["DEFAULT_SECRET", "Settings", "SettingsError", "load_settings"]
+__all__ = ["DEFAULT_SECRET", "MIN_SECRET_BYTES", "Settings", "SettingsError", "load_settings"]
 
-DEFAULT_SECRET = "hivegate-dev-secret-change-me"  # the documented development default, refused outside --dev
+DEFAULT_SECRET = "hivegate-development-secret-not-for-production"
+"""The documented development default of every secret; ``hivegate serve`` refuses it outside ``--dev``."""
+
+MIN_SECRET_BYTES = 32
+"""Shortest accepted secret (RFC 7518 §3.2: an HS256 key of at least 256 bits)."""
 
 
 class SettingsError(ValueError):
@@ -51,6 +56,19 @@ class ServerSettings(_Group):
     """``Origin`` header values accepted when one is present (DNS-rebinding protection); ``["*"]`` allows any."""
     max_body_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    public_url: str | None = None
+    """The gateway's public base URL (``https://gw.example.com``, no trailing slash): the OAuth issuer and
+    the base of every resource URL. Default: the address ``serve`` listens on (``http://127.0.0.1:8094``)."""
+
+    @field_validator("public_url")
+    @classmethod
+    def _base_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+            raise ValueError("must be an absolute http(s) URL without query or fragment")
+        return value.rstrip("/")
 
 
 class DatabaseSettings(_Group):
@@ -70,9 +88,33 @@ class McpSettings(_Group):
     """Serve plain 2026-07-28 JSON requests on hivegate's lean path (same handlers as the SDK path)."""
 
 
+def _long_enough(value: SecretStr) -> SecretStr:
+    if len(value.get_secret_value().encode()) < MIN_SECRET_BYTES:
+        raise ValueError(
+            f"must be at least {MIN_SECRET_BYTES} bytes (e.g. `openssl rand -hex 32`)"
+        )
+    return value
+
+
+Secret = Annotated[SecretStr, AfterValidator(_long_enough)]
+
+
 class SecuritySettings(_Group):
-    cursor_key: SecretStr = SecretStr(DEFAULT_SECRET)
+    cursor_key: Secret = SecretStr(DEFAULT_SECRET)
     """HMAC key that signs pagination cursors (so clients cannot forge them)."""
+    token_signing_key: Secret = SecretStr(DEFAULT_SECRET)
+    """HS256 key of the OAuth access tokens and of the login/consent forms' CSRF tokens."""
+    access_token_ttl_seconds: Annotated[int, Field(ge=60, le=86_400)] = 3600
+    refresh_token_ttl_seconds: Annotated[int, Field(ge=3600)] = 30 * 86_400
+    authorization_code_ttl_seconds: Annotated[int, Field(ge=10, le=600)] = 120
+    authorization_request_ttl_seconds: Annotated[int, Field(ge=60, le=3600)] = 600
+    """How long a user has to sign in and consent after ``/oauth/authorize``."""
+    login_max_failures: Annotated[int, Field(ge=1)] = 5
+    """Failed sign-ins per username (and per client address) within ``login_window_seconds`` before throttling."""
+    login_window_seconds: Annotated[int, Field(ge=1)] = 300
+    credential_cache_seconds: Annotated[float, Field(ge=0, le=60)] = 1.0
+    """How long a resolved API key or grant is trusted without asking the store again (0: ask every time).
+    A revocation made elsewhere takes effect within this time."""
 
 
 class Settings(BaseSettings):
@@ -108,9 +150,25 @@ class Settings(BaseSettings):
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=cls._toml_file))
         return tuple(sources)
 
+    def default_secrets(self) -> list[str]:
+        """Names of the secrets still set to the development default (``serve`` refuses them outside ``--dev``)."""
+        names = {
+            "security.cursor_key": self.security.cursor_key,
+            "security.token_signing_key": self.security.token_signing_key,
+        }
+        return [name for name, value in names.items() if value.get_secret_value() == DEFAULT_SECRET]
+
     def uses_default_secret(self) -> bool:
-        """Whether any secret still has the development default (``serve`` warns outside ``--dev``)."""
-        return self.security.cursor_key.get_secret_value() == DEFAULT_SECRET
+        """Whether any secret still has the development default."""
+        return bool(self.default_secrets())
+
+    def base_url(self) -> str:
+        """``server.public_url``, or ``http://{host}:{port}`` (no trailing slash): the issuer and resource base."""
+        if self.server.public_url is not None:
+            return self.server.public_url
+        host = self.server.host
+        shown = f"[{host}]" if ":" in host else host
+        return f"http://{shown}:{self.server.port}"
 
 
 def _key_name(loc: tuple[int | str, ...]) -> str:

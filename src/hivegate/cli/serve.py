@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import socket
 from typing import Annotated
 
 import anyio
@@ -31,11 +32,14 @@ def serve(
     if port is not None:
         server_overrides["port"] = port
     settings = settings_from(config, server=server_overrides, database={"url": database_url} if database_url else {})
-    if settings.uses_default_secret() and not dev:
+    defaults = settings.default_secrets()
+    if defaults and not dev:
+        names = ", ".join(f"{name} (env HIVEGATE_{name.replace('.', '__').upper()})" for name in defaults)
         err_console.print(
-            "[yellow]warning:[/yellow] security.cursor_key has the development default; "
-            "set HIVEGATE_SECURITY__CURSOR_KEY for anything but local use."
+            f"[red]error:[/red] {names} still has the development default. Set a random secret of at least "
+            "32 bytes (`openssl rand -hex 32`), or pass --dev for local development."
         )
+        raise typer.Exit(2)
     if settings.config_file is not None:
         try:
             load_agents_file(settings.config_file)
@@ -43,6 +47,18 @@ def serve(
             err_console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from None
     logging.basicConfig(level=settings.server.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    try:
+        sock = _bind(settings.server.host, settings.server.port)
+    except OSError as exc:
+        err_console.print(
+            f"[red]error:[/red] cannot listen on {settings.server.host}:{settings.server.port}: {exc.strerror}"
+        )
+        raise typer.Exit(3) from None
+    if settings.server.public_url is None:
+        # The issuer and resource URLs must name the port actually bound (port 0 picks one).
+        settings = settings.model_copy(
+            update={"server": settings.server.model_copy(update={"port": sock.getsockname()[1]})}
+        )
     app = create_app(settings)
     uv_config = uvicorn.Config(
         app,
@@ -55,19 +71,38 @@ def serve(
         proxy_headers=False,
         lifespan="on",
     )
-    status = anyio.run(_run, uvicorn.Server(uv_config), backend_options={"use_uvloop": True})
+    status = anyio.run(_run, uvicorn.Server(uv_config), sock, backend_options={"use_uvloop": True})
     if status:
         raise typer.Exit(status)
 
 
-async def _run(server: uvicorn.Server) -> int:
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (IPv6 when ``host`` has a colon), as uvicorn would bind it.
+
+    Raises:
+        OSError: the address is taken or cannot be bound.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+        sock.set_inheritable(True)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+async def _run(server: uvicorn.Server, sock: socket.socket) -> int:
     """Serve until shut down; returns uvicorn's exit status (3 when it could not start, e.g. a busy port)."""
     status = 0
 
     async def serve() -> None:
         nonlocal status
         try:
-            await server.serve()
+            await server.serve(sockets=[sock])
         except SystemExit as exc:  # uvicorn exits when it cannot bind; it has logged why
             status = exc.code if isinstance(exc.code, int) else 1
 

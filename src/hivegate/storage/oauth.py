@@ -1,0 +1,227 @@
+"""OAuth persistence: the ``OAuthStore`` protocol for clients, pending authorization requests, codes, grants
+and refresh tokens, with its records.
+
+Implementations live beside this module: ``oauth_memory.py`` (``MemoryOAuthStore``) and
+``oauth_sql.py`` (``SqlOAuthStore``, in the same database as the agent registry, migration
+``0003_oauth``). One contract suite (``tests/storage/test_oauth_store_contract.py``) runs over both.
+
+Secrets are never stored in plaintext: authorization codes and refresh tokens are kept by
+their SHA-256 hex digest (:func:`hivegate.auth.api_keys.key_digest` works for any string).
+Everything that must be single-use across replicas (codes, refresh-token rotation) is a
+single atomic statement in the SQL store.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+__all__ = [
+    "AuthorizationCodeRecord",
+    "AuthorizationRequestRecord",
+    "GrantRecord",
+    "OAuthClientRecord",
+    "OAuthStore",
+    "RefreshTokenRecord",
+    "create_oauth_store",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthClientRecord:
+    """A dynamically registered client (RFC 7591).
+
+    ``metadata`` is the full client information as JSON (``OAuthClientInformationFull``
+    dumped with ``mode="json", exclude_none=True``), including its ``client_secret`` when it
+    has one. Clients identified by a metadata document URL (CIMD) are not stored here.
+    """
+
+    client_id: str
+    metadata: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorizationRequestRecord:
+    """An ``/oauth/authorize`` request waiting for the user to sign in and consent.
+
+    Attributes:
+        id: random, URL-safe (≥ 128 bits); carried by the login and consent pages.
+        user_id: set once the user has signed in; None before.
+        browser_binding: SHA-256 hex of the random cookie set on the browser that signed in
+            (the consent page must come from the same browser); None before sign-in.
+        scopes: the scopes the client asked for (may be empty).
+        resource: the RFC 8707 resource the client asked for, if any.
+        expires_at: aware UTC.
+    """
+
+    id: str
+    client_id: str
+    redirect_uri: str
+    redirect_uri_provided_explicitly: bool
+    state: str | None
+    scopes: tuple[str, ...]
+    code_challenge: str
+    resource: str | None
+    created_at: datetime
+    expires_at: datetime
+    user_id: str | None = None
+    browser_binding: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorizationCodeRecord:
+    """An issued authorization code (single use), by its SHA-256 hex ``code_hash``.
+
+    ``agents`` are the agents the user granted; ``scopes`` are ``agent:{id}`` for each.
+    """
+
+    code_hash: str
+    client_id: str
+    user_id: str
+    redirect_uri: str
+    redirect_uri_provided_explicitly: bool
+    code_challenge: str
+    scopes: tuple[str, ...]
+    agents: tuple[str, ...]
+    resource: str | None
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class GrantRecord:
+    """What a user granted one client at consent: one grant per redeemed authorization code.
+
+    A grant is a refresh-token family: every access and refresh token minted from it carries
+    its id, and revoking the grant (``hivegate grants revoke``, ``/oauth/revoke``, or reuse of a
+    rotated refresh token) makes all of them invalid.
+    """
+
+    id: str
+    user_id: str
+    client_id: str
+    client_name: str | None
+    agents: tuple[str, ...]
+    scopes: tuple[str, ...]
+    resource: str | None
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+    @property
+    def active(self) -> bool:
+        """Not revoked."""
+        return self.revoked_at is None
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshTokenRecord:
+    """A refresh token by its SHA-256 hex ``token_hash``; ``rotated_at`` is set when it was exchanged."""
+
+    token_hash: str
+    grant_id: str
+    client_id: str
+    user_id: str
+    scopes: tuple[str, ...]
+    resource: str | None
+    created_at: datetime
+    expires_at: datetime
+    rotated_at: datetime | None = None
+
+
+class OAuthStore(Protocol):
+    """Clients, pending authorization requests, codes, grants and refresh tokens.
+
+    All datetimes are aware UTC; implementations raise ``ValueError`` for naive ones.
+    """
+
+    async def save_client(self, client: OAuthClientRecord) -> None:
+        """Store a newly registered client (ids are unique; a duplicate id raises ``ValueError``)."""
+        ...
+
+    async def get_client(self, client_id: str) -> OAuthClientRecord | None:
+        """The registered client with this id, or None."""
+        ...
+
+    async def save_request(self, request: AuthorizationRequestRecord) -> None:
+        """Store a pending authorization request."""
+        ...
+
+    async def get_request(self, request_id: str, now: datetime) -> AuthorizationRequestRecord | None:
+        """The pending request, or None when unknown or expired at ``now``."""
+        ...
+
+    async def bind_request(self, request_id: str, user_id: str, browser_binding: str) -> bool:
+        """Record who signed in for this request and from which browser; False for an unknown request."""
+        ...
+
+    async def take_request(self, request_id: str) -> AuthorizationRequestRecord | None:
+        """Remove the request and return it (once: a second call returns None)."""
+        ...
+
+    async def save_code(self, code: AuthorizationCodeRecord) -> None:
+        """Store an issued code."""
+        ...
+
+    async def take_code(self, code_hash: str) -> AuthorizationCodeRecord | None:
+        """Remove the code and return it, atomically: of two concurrent calls one gets it, one None."""
+        ...
+
+    async def create_grant(self, grant: GrantRecord) -> None:
+        """Store a new grant."""
+        ...
+
+    async def get_grant(self, grant_id: str) -> GrantRecord | None:
+        """The grant with this id, revoked or not, or None."""
+        ...
+
+    async def list_grants(self, user_id: str | None = None) -> builtins.list[GrantRecord]:
+        """All grants (of ``user_id`` when given), revoked included, ordered by creation then id."""
+        ...
+
+    async def revoke_grant(self, grant_id: str, at: datetime) -> GrantRecord | None:
+        """Revoke a grant and every refresh token in it; a grant revoked before keeps its first
+        ``revoked_at``. None for an unknown id."""
+        ...
+
+    async def save_refresh_token(self, token: RefreshTokenRecord) -> None:
+        """Store an issued refresh token."""
+        ...
+
+    async def get_refresh_token(self, token_hash: str) -> RefreshTokenRecord | None:
+        """The refresh token with this digest, rotated or not, or None."""
+        ...
+
+    async def rotate_refresh_token(self, token_hash: str, at: datetime) -> bool:
+        """Mark the token exchanged at ``at``, atomically: True for exactly one caller, False when it
+        was rotated already (reuse: the caller revokes the grant) or is unknown."""
+        ...
+
+    async def purge_expired(self, now: datetime) -> int:
+        """Delete expired requests, codes and refresh tokens; the number of rows removed."""
+        ...
+
+    async def ping(self) -> None:
+        """Raise if the store cannot be reached."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections. Idempotent."""
+        ...
+
+
+async def create_oauth_store(url: str) -> OAuthStore:
+    """The OAuth store for ``url`` (``memory://`` or a database URL, migrated first); the caller closes it.
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: when the database is unreachable or migrating fails.
+    """
+    from hivegate.storage.migrate import upgrade
+    from hivegate.storage.oauth_memory import MemoryOAuthStore
+    from hivegate.storage.oauth_sql import SqlOAuthStore
+
+    if url == "memory://":
+        return MemoryOAuthStore()
+    await upgrade(url)
+    return SqlOAuthStore(url)
