@@ -10,7 +10,9 @@ TOML shape (``[[agents]]`` tables in an agents file)::
     name = "Notes"
     description = "..."
     version = "1.0.0"
+    owner = "alice"                   # required: the username whose keys and OAuth grants reach the agent
     mcp_enabled = true
+    auth = "required"                 # or "none": served without credentials (demo, conformance)
     page_size = 50                    # items per page on the four list methods
     backend = { type = "python", server = "notes_agent:server" }
     cache = { ttl_ms = 0, scope = "private", methods = { "resources/read" = { ttl_ms = 60000, scope = "private" } } }
@@ -58,6 +60,9 @@ __all__ = [
 
 AGENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 """Agent ids are URL path segments: no escaping needed, at most 64 characters (the MCP tool-name bound)."""
+
+OWNER_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
+"""An owner is a username (see :data:`hivegate.storage.credentials.USERNAME_PATTERN`)."""
 
 RESERVED_URI_SCHEME = "hivegate://"
 
@@ -232,8 +237,11 @@ class AgentSpec(_Spec):
     name: str
     description: str = ""
     version: str = "0.0.0"
-    owner: str | None = None
+    owner: Annotated[str, Field(pattern=OWNER_PATTERN)]
+    """Username of the user who owns the agent: their ``oag_`` keys and OAuth grants reach it."""
     mcp_enabled: bool = True
+    auth: Literal["required", "none"] = "required"
+    """``"none"`` serves the agent to anyone without credentials (demo and conformance agents)."""
     instructions: str | None = None
     skills: tuple[SkillSpec, ...] = ()
     resources: tuple[ResourceSpec, ...] = ()
