@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Install the project-local tools needed to run the official MCP conformance suite.
+# Install the tools the test suite needs beyond the Python venv.
 #
-# Everything goes into the git-ignored .tools/ folder at the repository root:
+# Debian's Chromium at /usr/bin/chromium, for the browser tests (tests/browser.py). Installed with
+# apt-get when we are root and apt-get exists; otherwise this prints how to install it and goes on
+# (the browser tests then fail saying so, or skip with HIVEGATE_TEST_SKIP_BROWSER=1).
+#
+# The official MCP conformance suite, into the git-ignored .tools/ folder at the repository root:
 #   .tools/node22       Node 22 (the binary shipped inside the npm package node@22; the CLI needs Node >= 22)
 #   .tools/conformance  @modelcontextprotocol/conformance@0.2.0-alpha.12 (the only line with 2026-07-28 scenarios)
 #
-# Idempotent: a component that is already installed at the pinned version is skipped.
-# Uses the system npm only. Prints the paths of the installed tools on stdout (KEY=path lines).
+# Idempotent: a component that is already installed (at the pinned version) is skipped.
+# Uses the system apt-get and npm only. Prints the paths of the installed tools on stdout (KEY=path lines).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,6 +25,29 @@ CONF_PKG_DIR="$CONF_DIR/node_modules/@modelcontextprotocol/conformance"
 CONF_CLI="$CONF_PKG_DIR/dist/index.js"
 
 log() { echo "install-tools: $*" >&2; }
+
+# --- Chromium (Debian's package) -----------------------------------------------------------------------------
+CHROMIUM_BIN="/usr/bin/chromium"
+
+apt_install_chromium() {
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >&2
+}
+
+if [[ -x "$CHROMIUM_BIN" ]]; then
+    log "chromium already installed ($CHROMIUM_BIN)"
+elif [[ "$(id -u)" == "0" ]] && command -v apt-get >/dev/null 2>&1; then
+    log "installing Debian's chromium with apt-get"
+    if ! apt_install_chromium; then
+        log "apt-get install failed; running apt-get update and trying again"
+        if ! { DEBIAN_FRONTEND=noninteractive apt-get update >&2 && apt_install_chromium; }; then
+            log "WARNING: could not install chromium; the browser tests fail until $CHROMIUM_BIN exists"
+        fi
+    fi
+else
+    log "WARNING: $CHROMIUM_BIN is missing and this is not root with apt-get, so it is not installed here."
+    log "  Install it as root:  apt-get update && apt-get install -y --no-install-recommends chromium"
+    log "  (or set HIVEGATE_TEST_SKIP_BROWSER=1 to skip the browser tests)"
+fi
 
 command -v npm >/dev/null 2>&1 || { log "npm not found on PATH (install nodejs/npm first)"; exit 1; }
 
@@ -68,6 +95,7 @@ else
     }
 fi
 
+if [[ -x "$CHROMIUM_BIN" ]]; then echo "CHROMIUM=$CHROMIUM_BIN"; fi
 echo "NODE22=$NODE_BIN"
 echo "NODE22_VERSION=$("$NODE_BIN" --version)"
 echo "CONFORMANCE_CLI=$CONF_CLI"
