@@ -14,9 +14,12 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
+import pytest
 from playwright.sync_api import expect
 
 from tests.browser import TIMEOUT_MS, chromium_page
+
+pytestmark = pytest.mark.browser
 
 WAIT_SECONDS = TIMEOUT_MS / 1000
 

@@ -24,10 +24,15 @@ from starlette.types import Receive, Scope, Send
 
 from hivegate.agents.loader import load_agents_file
 from hivegate.agents.registry import AgentRegistry
+from hivegate.auth.gate import EndpointGate
+from hivegate.auth.resolver import CredentialResolver
+from hivegate.auth.tokens import TokenCodec
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.routes import McpEndpoint
 from hivegate.settings import Settings
 from hivegate.storage import AgentStore, create_agent_store
+from hivegate.storage.credentials import MEMORY_URL, CredentialStore, create_credential_store
+from hivegate.storage.oauth import OAuthStore, create_oauth_store
 
 __all__ = ["Gateway", "HivegateApp", "create_app"]
 
@@ -42,6 +47,9 @@ class Gateway:
     store: AgentStore
     registry: AgentRegistry
     host: AgentHost
+    credentials: CredentialStore
+    oauth: OAuthStore
+    gate: EndpointGate
 
 
 def create_app(settings: Settings, *, store: AgentStore | None = None) -> HivegateApp:
@@ -62,16 +70,30 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Hivega
             if specs:
                 await registry.apply(specs)
         host = AgentHost(registry, settings)
-        gateway = Gateway(settings, agent_store, registry, host)
+        credentials = await create_credential_store(settings.database.url if store is None else MEMORY_URL)
+        oauth = await create_oauth_store(settings.database.url if store is None else MEMORY_URL)
+        base = settings.base_url()
+        codec = TokenCodec(
+            base,
+            settings.security.token_signing_key.get_secret_value().encode(),
+            settings.security.access_token_ttl_seconds,
+        )
+        resolver = CredentialResolver(
+            credentials=credentials, oauth=oauth, codec=codec, cache_seconds=settings.security.credential_cache_seconds
+        )
+        gate = EndpointGate(resolver, base)
+        gateway = Gateway(settings, agent_store, registry, host, credentials, oauth, gate)
         holder["gateway"] = gateway
         app.state.gateway = gateway
         try:
             async with host.running(), anyio.create_task_group() as tg:
                 tg.start_soon(registry.poll, settings.database.poll_interval_seconds)
-                endpoint.bind(host)
+                endpoint.bind(host, gate)
                 yield
                 tg.cancel_scope.cancel()
         finally:
+            await oauth.close()
+            await credentials.close()
             if store is None:
                 await agent_store.close()
 
@@ -133,8 +155,8 @@ class _LateEndpoint:
         self._settings = settings
         self._endpoint: McpEndpoint | None = None
 
-    def bind(self, host: AgentHost) -> None:
-        self._endpoint = McpEndpoint(host, self._settings)
+    def bind(self, host: AgentHost, gate: EndpointGate) -> None:
+        self._endpoint = McpEndpoint(host, self._settings, gate)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._endpoint is None:

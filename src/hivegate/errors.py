@@ -17,8 +17,10 @@
     ├── NotFoundError                 not_found         404  -32600
     │   ├── AgentNotFoundError        agent_not_found   404  -32600
     │   └── SessionNotFoundError      session_not_found 404  -32600
+    ├── AuthenticationError           unauthorized      401  -32600  (+ WWW-Authenticate, RFC 6750 §3)
     ├── PermissionDeniedError         permission_denied 403  -32600
     │   ├── ForbiddenOriginError      forbidden_origin  403  -32600
+    │   ├── InsufficientScopeError    insufficient_scope 403 -32600  (+ WWW-Authenticate)
     │   └── McpDisabledError          mcp_disabled      403  -32600
     ├── ServiceUnavailableError       service_unavailable 503 -32603
     │   └── AgentUnavailableError     agent_unavailable 503  -32603
@@ -38,9 +40,11 @@ __all__ = [
     "AgentError",
     "AgentNotFoundError",
     "AgentUnavailableError",
+    "AuthenticationError",
     "BatchNotSupportedError",
     "ForbiddenOriginError",
     "GatewayError",
+    "InsufficientScopeError",
     "InternalError",
     "InvalidCursorError",
     "InvalidParamsError",
@@ -87,6 +91,8 @@ class GatewayError(Exception):
         super().__init__(message)
         self.message = message
         self.data = data
+        self.headers: dict[str, str] = {}
+        """Extra response headers (``WWW-Authenticate`` on 401/403 challenges)."""
 
 
 class InvalidRequestError(GatewayError):
@@ -172,6 +178,30 @@ class PermissionDeniedError(GatewayError):
     code = "permission_denied"
     http_status = 403
     jsonrpc_code = INVALID_REQUEST
+
+
+class AuthenticationError(GatewayError):
+    """No usable credential: missing (``oauth_error`` None), invalid or expired (``"invalid_token"``),
+    or malformed / ambiguous (``"invalid_request"``). Spec: RFC 6750 §3.1; MCP authorization
+    (2025-11-25) "Error Handling": invalid or expired tokens MUST be 401."""
+
+    code = "unauthorized"
+    http_status = 401
+    jsonrpc_code = INVALID_REQUEST
+
+    def __init__(self, message: str, *, oauth_error: str | None = None) -> None:
+        super().__init__(message)
+        self.oauth_error = oauth_error
+
+
+class InsufficientScopeError(PermissionDeniedError):
+    """A valid credential that does not cover this resource; ``scope`` is what it would need (RFC 6750 §3.1)."""
+
+    code = "insufficient_scope"
+
+    def __init__(self, message: str, *, scope: str) -> None:
+        super().__init__(message)
+        self.scope = scope
 
 
 class ForbiddenOriginError(PermissionDeniedError):

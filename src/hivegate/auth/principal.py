@@ -55,6 +55,8 @@ class Principal:
         scopes: the granted OAuth scopes (``agent:{id}`` each); empty for keys.
         credential_id: the key's id or the token's ``jti`` (for logs and ``last_used_at``).
         grant_id: the OAuth grant the token belongs to (OAuth only).
+        audience: the token's ``aud`` (resource URLs it was issued for; OAuth only, RFC 8707).
+        expires_at: the token's ``exp`` in Unix seconds (OAuth only).
     """
 
     kind: CredentialKind
@@ -65,6 +67,8 @@ class Principal:
     scopes: tuple[str, ...] = ()
     credential_id: str | None = None
     grant_id: str | None = None
+    audience: tuple[str, ...] | None = None
+    expires_at: int | None = None
 
     @property
     def is_user(self) -> bool:

@@ -18,6 +18,8 @@ import anyio.abc
 from mcp.server.context import ServerRequestContext
 from mcp.server.subscriptions import SubscriptionBus
 
+from hivegate.auth.principal import ANONYMOUS, Principal
+
 __all__ = ["Attachment", "Backend", "DeltaSink", "Invocation"]
 
 
@@ -43,6 +45,8 @@ class Invocation:
         skill_id: the skill called through its own tool, or None for the message tool.
         context_id: the conversation this call continues, if the caller gave one.
         attachments: files sent with the message.
+        principal: who is calling (user, OAuth client, granted agents, scopes); never the
+            credential itself (MCP authorization: no token passthrough).
     """
 
     agent_id: str
@@ -51,6 +55,7 @@ class Invocation:
     skill_id: str | None = None
     context_id: str | None = None
     attachments: tuple[Attachment, ...] = ()
+    principal: Principal = ANONYMOUS
 
 
 DeltaSink = Callable[[str], Awaitable[None]]

@@ -27,5 +27,10 @@ def jsonrpc_error_body(exc: GatewayError, request_id: Any = None) -> bytes:
 
 
 def jsonrpc_error_response(exc: GatewayError, request_id: Any = None) -> Response:
-    """The HTTP response for ``exc``: its status and a JSON-RPC error body."""
-    return Response(jsonrpc_error_body(exc, request_id), status_code=exc.http_status, media_type="application/json")
+    """The HTTP response for ``exc``: its status, its extra headers and a JSON-RPC error body."""
+    return Response(
+        jsonrpc_error_body(exc, request_id),
+        status_code=exc.http_status,
+        media_type="application/json",
+        headers=exc.headers or None,
+    )

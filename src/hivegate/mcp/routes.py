@@ -13,11 +13,12 @@ from typing import Any
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
+from hivegate.auth.gate import EndpointGate
+from hivegate.auth.principal import principal_scope
 from hivegate.errors import (
     AgentNotFoundError,
     BatchNotSupportedError,
     GatewayError,
-    McpDisabledError,
 )
 from hivegate.mcp.fastpath import fast_candidate, serve_fast
 from hivegate.mcp.host import AgentHost
@@ -45,8 +46,9 @@ logger = logging.getLogger(__name__)
 class McpEndpoint:
     """ASGI app for ``/{agentId}/mcp``; reads ``agent_id`` from the route's path params."""
 
-    def __init__(self, host: AgentHost, settings: Settings) -> None:
+    def __init__(self, host: AgentHost, settings: Settings, gate: EndpointGate) -> None:
         self._host = host
+        self._gate = gate
         self._policy = HostPolicy(settings.server.allowed_hosts, settings.server.allowed_origins)
         self._max_body_bytes = settings.server.max_body_bytes
         self._fast_path = settings.mcp.fast_path
@@ -66,6 +68,19 @@ class McpEndpoint:
             headers.setdefault(name, value)
         self._policy.check(headers)
         agent_id: str = scope["path_params"]["agent_id"]
+        principal = await self._gate.admit_agent(agent_id, self._host.spec(agent_id), scope["path"], pairs)
+        with principal_scope(principal):
+            await self._serve_admitted(scope, receive, send, agent_id, pairs, headers)
+
+    async def _serve_admitted(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        agent_id: str,
+        pairs: list[tuple[str, str]],
+        headers: dict[str, str],
+    ) -> None:
         # The SDK's routing rule: a handshake version or no version header is the legacy era.
         version = headers.get("mcp-protocol-version")
         modern = version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
@@ -119,20 +134,14 @@ class McpEndpoint:
         return send
 
     async def _runtime(self, agent_id: str) -> AgentRuntime:
-        """The agent's running server; its existence and ``mcp_enabled`` are checked before anything starts.
+        """The agent's running server (the gate has checked existence, access and ``mcp_enabled``).
 
         Raises:
-            AgentNotFoundError: no such agent (404).
-            McpDisabledError: the agent's MCP endpoint is off (403).
+            AgentNotFoundError: the agent was deleted since the gate looked (404).
             AgentUnavailableError: its backend cannot be started (503).
         """
-        spec = self._host.spec(agent_id)
-        if spec is None:
-            raise AgentNotFoundError(agent_id)
-        if not spec.mcp_enabled:
-            raise McpDisabledError(f"MCP is disabled for agent {agent_id}")
         runtime = await self._host.runtime(agent_id)
-        if runtime is None:  # deleted between the two lookups
+        if runtime is None:
             raise AgentNotFoundError(agent_id)
         return runtime
 

@@ -13,6 +13,7 @@ from typing import Any
 from mcp_types import Tool
 
 from hivegate.agents.model import AgentSpec, SkillSpec
+from hivegate.auth.principal import current_principal
 from hivegate.backends.base import Attachment, Invocation
 from hivegate.errors import InvalidParamsError
 
@@ -100,4 +101,5 @@ def build_invocation(spec: AgentSpec, skill: SkillSpec | None, arguments: Mappin
         skill_id=skill.id if skill else None,
         context_id=context_id,
         attachments=_attachments(arguments.get("attachments")),
+        principal=current_principal(),
     )

@@ -1,0 +1,175 @@
+"""Credential resolution: from a request's headers to a :class:`~hivegate.auth.principal.Principal`.
+
+Accepted credentials, in the order they are recognised (product surface §2.4):
+
+1. an OAuth access token from hivegate's authorization server (``Authorization: Bearer <jwt>``);
+2. a user key ``oag_…`` (``Authorization: Bearer oag_…``);
+3. an agent key ``bak_…`` (``Authorization: Bearer bak_…`` or ``X-Agent-API-Key: bak_…``).
+
+Two different credentials in one request are refused (401); the same ``bak_`` key in both
+headers is one credential. Everything that is not exactly an ``oag_``/``bak_`` key is tried
+as an access token. The audience and the target agent are checked by the caller
+(:mod:`hivegate.auth.gate`), which knows the endpoint.
+
+Lookups are cached for ``security.credential_cache_seconds`` (default 1 s), so a revocation
+made by another process takes effect within that time; only successful resolutions are cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from hivegate.auth.api_keys import KeyKind, parse_api_key
+from hivegate.auth.principal import CredentialKind, Principal, agent_scope
+from hivegate.auth.tokens import InvalidAccessToken, TokenCodec
+from hivegate.errors import AuthenticationError
+from hivegate.storage.credentials import CredentialStore
+from hivegate.storage.oauth import OAuthStore
+
+__all__ = ["CredentialResolver", "presented_credential"]
+
+_MAX_CACHE_ENTRIES = 10_000
+_TOUCH_INTERVAL_SECONDS = 60.0
+"""``last_used_at`` is written at most once a minute per key (not on every request)."""
+
+
+def presented_credential(headers: Iterable[tuple[str, str]]) -> str | None:
+    """The one credential in ``headers`` (lower-case names, decoded values), or None when there is none.
+
+    Raises:
+        AuthenticationError: ``invalid_request`` when the ``Authorization`` header is not
+            ``Bearer <token>``, when a header is repeated with different values, or when two
+            different credentials are sent (RFC 6750 §2: one method per request).
+    """
+    found: set[str] = set()
+    for name, value in headers:
+        if name == "authorization":
+            scheme, _, token = value.strip().partition(" ")
+            token = token.strip()
+            if scheme.lower() != "bearer" or not token or any(c.isspace() for c in token):
+                raise AuthenticationError(
+                    "the Authorization header must be 'Bearer <token>'", oauth_error="invalid_request"
+                )
+            found.add(token)
+        elif name == "x-agent-api-key":
+            token = value.strip()
+            if not token:
+                raise AuthenticationError("the X-Agent-API-Key header is empty", oauth_error="invalid_request")
+            found.add(token)
+    if len(found) > 1:
+        raise AuthenticationError(
+            "send one credential per request (two different credentials were sent)", oauth_error="invalid_request"
+        )
+    return found.pop() if found else None
+
+
+class CredentialResolver:
+    """Resolve the credential of a request against the credential and OAuth stores."""
+
+    def __init__(
+        self, *, credentials: CredentialStore, oauth: OAuthStore, codec: TokenCodec, cache_seconds: float = 1.0
+    ) -> None:
+        self._credentials = credentials
+        self._oauth = oauth
+        self._codec = codec
+        self._cache_seconds = cache_seconds
+        self._cache: dict[str, tuple[float, Principal]] = {}
+        self._touched: dict[str, float] = {}
+
+    async def resolve(self, headers: Iterable[tuple[str, str]]) -> Principal | None:
+        """The principal behind the request's credential; None when the request carries none.
+
+        An OAuth principal's ``audience`` is set from the token; key principals have none.
+
+        Raises:
+            AuthenticationError: malformed or ambiguous headers (``invalid_request``), or a
+                credential that is unknown, revoked, expired, forged, issued by another issuer,
+                or whose user is disabled (``invalid_token``).
+        """
+        credential = presented_credential(headers)
+        if credential is None:
+            return None
+        cache_key = hashlib.sha256(credential.encode()).hexdigest()
+        now = time.monotonic()
+        cached = self._cache.get(cache_key)
+        if cached is not None and cached[0] > now:
+            principal = cached[1]
+            if principal.expires_at is None or principal.expires_at > time.time():
+                return principal
+        key = parse_api_key(credential)
+        if key is not None:
+            principal = await self._resolve_key(key.kind, key.digest)
+        elif credential.startswith(("oag_", "bak_")):
+            raise AuthenticationError("the API key is malformed", oauth_error="invalid_token")
+        else:
+            principal = await self._resolve_token(credential)
+        if self._cache_seconds > 0:
+            if len(self._cache) >= _MAX_CACHE_ENTRIES:
+                self._cache.clear()
+            self._cache[cache_key] = (now + self._cache_seconds, principal)
+        return principal
+
+    async def _resolve_key(self, kind: KeyKind, digest: str) -> Principal:
+        record = await self._credentials.get_api_key_by_hash(digest)
+        if record is None or not record.active:
+            raise AuthenticationError("the API key is unknown or revoked", oauth_error="invalid_token")
+        user = await self._credentials.get_user(record.user_id)
+        if user is None or user.disabled:
+            raise AuthenticationError("the API key's user is disabled", oauth_error="invalid_token")
+        await self._touch(record.id)
+        if kind is KeyKind.USER:
+            return Principal(
+                kind=CredentialKind.USER_KEY,
+                user_id=user.id,
+                username=user.username,
+                agents=None,
+                credential_id=record.id,
+            )
+        agents = frozenset({record.agent_id}) if record.agent_id is not None else frozenset[str]()
+        return Principal(
+            kind=CredentialKind.AGENT_KEY,
+            user_id=user.id,
+            username=user.username,
+            agents=agents,
+            credential_id=record.id,
+        )
+
+    async def _resolve_token(self, token: str) -> Principal:
+        try:
+            claims = self._codec.verify(token)
+        except InvalidAccessToken as exc:
+            raise AuthenticationError(str(exc), oauth_error="invalid_token") from None
+        grant = await self._oauth.get_grant(claims.grant_id)
+        if grant is None or not grant.active or grant.user_id != claims.subject or grant.client_id != claims.client_id:
+            raise AuthenticationError("the access token has been revoked", oauth_error="invalid_token")
+        user = await self._credentials.get_user(claims.subject)
+        if user is None or user.disabled:
+            raise AuthenticationError("the access token's user is disabled", oauth_error="invalid_token")
+        granted = {agent_scope(agent): agent for agent in grant.agents}
+        agents = frozenset(granted[scope] for scope in claims.scopes if scope in granted)
+        return Principal(
+            kind=CredentialKind.OAUTH,
+            user_id=user.id,
+            username=user.username,
+            client_id=claims.client_id,
+            agents=agents,
+            scopes=claims.scopes,
+            credential_id=claims.jti,
+            grant_id=claims.grant_id,
+            audience=claims.audience,
+            expires_at=claims.expires_at,
+        )
+
+    async def _touch(self, key_id: str) -> None:
+        """Record a use of the key, at most once per :data:`_TOUCH_INTERVAL_SECONDS` per process."""
+        now = time.monotonic()
+        last = self._touched.get(key_id)
+        if last is not None and now - last < _TOUCH_INTERVAL_SECONDS:
+            return
+        if len(self._touched) >= _MAX_CACHE_ENTRIES:
+            self._touched.clear()
+        self._touched[key_id] = now
+        await self._credentials.touch_api_key(key_id, datetime.now(UTC))
