@@ -22,6 +22,7 @@ tools:
 	bash scripts/install-tools.sh
 
 serve: install
+	$(BIN)/hivegate users ensure-demo --config examples/hivegate.toml
 	$(BIN)/hivegate serve --config examples/hivegate.toml --dev
 
 lint: install

@@ -16,10 +16,11 @@ err_console = Console(stderr=True)
 
 ConfigOption = Annotated[
     Path | None,
-    typer.Option("--config", "-c", help="TOML file with settings and [[agents]] (default: none).", exists=False),
+    typer.Option("--config", "-c", help=r"TOML file with settings and \[\[agents]] (default: none).", exists=False),
 ]
 DatabaseOption = Annotated[
-    str | None, typer.Option("--database-url", help="Database URL (overrides [database].url / HIVEGATE_DATABASE__URL).")
+    str | None,
+    typer.Option("--database-url", help=r"Database URL (overrides \[database].url / HIVEGATE_DATABASE__URL)."),
 ]
 
 

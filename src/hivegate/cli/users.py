@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -12,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.passwords import hash_password
 from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, settings_from
 from hivegate.storage.credentials import CredentialStore, UsernameTakenError, create_credential_store, validate_username
@@ -96,3 +98,39 @@ def disable(
     if user is None:
         raise _fail(f"no user {username!r}")
     console.print(f"disabled {user.username}")
+
+
+@users_app.command("ensure-demo")
+def ensure_demo(
+    username: Annotated[str, typer.Option("--username", help="The demo user's username.")] = "demo",
+    config: ConfigOption = None,
+    database_url: DatabaseOption = None,
+) -> None:
+    """Create the demo user with a random password and an oag_ key, printing both once; no-op if it exists.
+
+    ``make serve`` runs this before starting the gateway, so a fresh checkout has a user to
+    sign in with (OAuth consent page) and a key to call the demo agents with.
+    """
+
+    async def action(store: CredentialStore) -> tuple[str, str] | None:
+        if await store.get_user_by_username(username) is not None:
+            return None
+        password = secrets.token_urlsafe(12)
+        user = await store.create_user(validate_username(username), hash_password(password))
+        minted = mint_key(KeyKind.USER)
+        await store.create_api_key(
+            user_id=user.id, agent_id=None, name="demo key", key_hash=minted.digest, prefix=minted.prefix
+        )
+        return password, minted.plaintext
+
+    created = run_with_credentials(config, database_url, action)
+    if created is None:
+        console.print(
+            f"demo user [bold]{username}[/bold] exists (its password and key were printed when it was made; "
+            f"`hivegate keys create --user {username}` makes another key)"
+        )
+        return
+    password, key = created
+    console.print(f"created demo user [bold]{username}[/bold]; shown only this once:")
+    console.print(f"  password: {password}", soft_wrap=True, highlight=False)
+    console.print(f"  user key: {key}", soft_wrap=True, highlight=False)
