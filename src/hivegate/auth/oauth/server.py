@@ -490,6 +490,11 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
         agents = [agent for agent in grant.agents if agent_scope(agent) in scopes]
         if not agents:
             raise TokenError("invalid_scope", "ask for at least one agent scope of the grant")
+        if resource is not None and not _token_request_resources.get():
+            # a narrower scope without the bound agent: the bound resource is left out, not an error
+            target = self.parse_resource(resource)
+            if target is not None and target.agent_id is not None and target.agent_id not in agents:
+                resource = None
         audience = self.audience(agents, resource)
         now = _now()
         if not await self._store.rotate_refresh_token(refresh_token.token_hash, now):
