@@ -36,7 +36,15 @@ class Cli:
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
-    return Cli(f"sqlite+aiosqlite:///{tmp_path / 'db' / 'hivegate.db'}")
+    cli = Cli(f"sqlite+aiosqlite:///{tmp_path / 'db' / 'hivegate.db'}")
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        '[[agents]]\nid = "notes"\nname = "Notes"\nowner = "alice"\n\n'
+        '[[agents]]\nid = "diary"\nname = "Diary"\nowner = "bob"\n',
+        encoding="utf-8",
+    )
+    cli("agents", "apply", str(agents))
+    return cli
 
 
 KEY_PATTERN = re.compile(r"(?:oag|bak)_[0-9a-f]{64}")
@@ -105,3 +113,30 @@ def test_agent_key_limit_and_unknown_user(cli: Cli) -> None:
     assert KEY_PATTERN.search(refused.stdout + refused.stderr) is None
     assert "no user" in cli("keys", "create", "--user", "bob", expect=1).stderr
     assert "no user" in cli("keys", "list", "--user", "bob", expect=1).stderr
+
+
+def test_agent_keys_only_for_own_registered_agents(cli: Cli) -> None:
+    cli("users", "create", "alice", "--password-stdin", stdin="pw\n")
+    cli("users", "create", "bob", "--password-stdin", stdin="pw\n")
+
+    others = cli("keys", "create", "--user", "alice", "--agent", "diary", expect=1)
+    assert "owned by 'bob'" in others.stderr
+    missing = cli("keys", "create", "--user", "alice", "--agent", "nosuch", expect=1)
+    assert "no agent 'nosuch'" in missing.stderr
+    assert KEY_PATTERN.search(others.stdout + others.stderr + missing.stdout + missing.stderr) is None
+    assert "(none)" not in cli("keys", "list").stdout
+    assert "bak_" not in cli("keys", "list").stdout
+
+
+def test_ensure_demo_prints_password_and_key_once(cli: Cli) -> None:
+    first = cli("users", "ensure-demo").stdout
+    password = re.search(r"password: (\S+)", first)
+    keys = KEY_PATTERN.findall(first)
+    assert password is not None
+    assert len(keys) == 1
+    assert keys[0].startswith("oag_")
+    second = cli("users", "ensure-demo").stdout
+    assert "exists" in second
+    assert password.group(1) not in second
+    assert KEY_PATTERN.search(second) is None
+    assert re.search(r"demo\s.*active", cli("users", "list").stdout)

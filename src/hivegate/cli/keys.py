@@ -10,8 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from hivegate.auth.api_keys import KeyKind, mint_key
-from hivegate.cli.options import ConfigOption, DatabaseOption, err_console
+from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, settings_from
 from hivegate.cli.users import run_with_credentials
+from hivegate.storage import create_agent_store
 from hivegate.storage.credentials import ApiKey, CredentialStore, KeyLimitError, User
 
 __all__ = ["keys_app"]
@@ -34,9 +35,12 @@ def create(
 ) -> None:
     """Create a key: oag_ (all of the user's agents) or, with --agent, bak_ (that agent). Prints it once."""
     minted = mint_key(KeyKind.USER if agent is None else KeyKind.AGENT)
+    settings = settings_from(config, database={"url": database_url} if database_url else {})
 
     async def action(store: CredentialStore) -> ApiKey:
         owner = await _require_user(store, user)
+        if agent is not None:
+            await _require_own_agent(settings.database.url, agent, owner.username)
         try:
             return await store.create_api_key(
                 user_id=owner.id, agent_id=agent, name=name, key_hash=minted.digest, prefix=minted.prefix
@@ -93,12 +97,25 @@ def revoke(
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
-    """Revoke a key; it stops working at once."""
+    """Revoke a key; running gateways refuse it within security.credential_cache_seconds (1 s)."""
     key = run_with_credentials(config, database_url, lambda store: store.revoke_api_key(key_id))
     if key is None:
         err_console.print(f"[red]error:[/red] no key {key_id!r}")
         raise typer.Exit(1)
     console.print(f"revoked {key.id} ({key.prefix}…)")
+
+
+async def _require_own_agent(database_url: str, agent_id: str, username: str) -> None:
+    """Refuse a ``bak_`` key for an agent that is not registered or not owned by ``username``."""
+    agents = await create_agent_store(database_url)
+    try:
+        stored = await agents.get(agent_id)
+    finally:
+        await agents.close()
+    if stored is None:
+        raise _CommandError(f"no agent {agent_id!r} is registered (apply it first: hivegate agents apply)")
+    if stored.spec.owner.casefold() != username.casefold():
+        raise _CommandError(f"agent {agent_id!r} is owned by {stored.spec.owner!r}, not {username!r}")
 
 
 async def _require_user(store: CredentialStore, username: str) -> User:
