@@ -30,6 +30,12 @@ POSTGRES_URL_VARIABLE = "HIVEGATE_TEST_POSTGRES_URL"
 ALL_BACKENDS = ["memory", "sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 SQL_BACKENDS = ALL_BACKENDS[1:]
 
+_REGISTRY_TABLES = (
+    "oauth_refresh_tokens, oauth_grants, oauth_codes, oauth_requests, oauth_clients, "
+    "api_keys, users, agents, registry_state, alembic_version"
+)
+"""Every table the migrations create, dropped on PostgreSQL before and after each test."""
+
 
 @pytest.fixture(scope="session")
 def postgres_server_url() -> str:
@@ -89,7 +95,7 @@ async def _drop_registry_tables(url: str) -> None:
     engine = create_async_engine(url)
     try:
         async with engine.begin() as conn:
-            await conn.execute(text("DROP TABLE IF EXISTS api_keys, users, agents, registry_state, alembic_version"))
+            await conn.execute(text(f"DROP TABLE IF EXISTS {_REGISTRY_TABLES}"))
     finally:
         await engine.dispose()
 

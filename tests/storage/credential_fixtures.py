@@ -20,7 +20,10 @@ from tests.storage.conftest import ALL_BACKENDS
 
 __all__ = ["credential_store", "credential_url"]
 
-_ALL_TABLES = "api_keys, users, agents, registry_state, alembic_version"
+_ALL_TABLES = (
+    "oauth_refresh_tokens, oauth_grants, oauth_codes, oauth_requests, oauth_clients, "
+    "api_keys, users, agents, registry_state, alembic_version"
+)
 
 
 @pytest.fixture(params=ALL_BACKENDS)

@@ -15,11 +15,21 @@ from alembic import context
 from sqlalchemy import Connection
 
 from hivegate.storage.credential_tables import api_keys, users
+from hivegate.storage.oauth_tables import (
+    oauth_clients,
+    oauth_codes,
+    oauth_grants,
+    oauth_refresh_tokens,
+    oauth_requests,
+)
 from hivegate.storage.sql import create_sql_engine
 from hivegate.storage.tables import metadata
 
 CREDENTIAL_TABLES = (users, api_keys)
 """Defined on ``metadata`` by importing them, so autogenerate and ``check`` see the whole schema."""
+
+OAUTH_TABLES = (oauth_clients, oauth_requests, oauth_codes, oauth_grants, oauth_refresh_tokens)
+"""Likewise for the OAuth tables."""
 
 
 def _run(connection: Connection) -> None:

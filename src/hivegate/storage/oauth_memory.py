@@ -1,0 +1,184 @@
+"""``MemoryOAuthStore``: OAuth clients, requests, codes, grants and refresh tokens in process memory."""
+
+from __future__ import annotations
+
+import builtins
+import copy
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from hivegate.auth.api_keys import find_digest
+from hivegate.storage.oauth import (
+    AuthorizationCodeRecord,
+    AuthorizationRequestRecord,
+    GrantRecord,
+    OAuthClientRecord,
+    OAuthStore,
+    RefreshTokenRecord,
+)
+
+__all__ = ["MemoryOAuthStore"]
+
+
+class MemoryOAuthStore(OAuthStore):
+    """An :class:`OAuthStore` held in dicts; nothing survives the process.
+
+    No method awaits, so each call (``take_code``, ``rotate_refresh_token``, ...) is atomic on
+    its event loop. Code and refresh-token lookups compare every stored digest in constant
+    time. Datetimes are kept in UTC, tuples as tuples, and client metadata as a private deep
+    copy, so records read back as the SQL store returns them. Not thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._clients: dict[str, OAuthClientRecord] = {}
+        self._requests: dict[str, AuthorizationRequestRecord] = {}
+        self._codes: dict[str, AuthorizationCodeRecord] = {}
+        self._grants: dict[str, GrantRecord] = {}
+        self._tokens: dict[str, RefreshTokenRecord] = {}
+
+    async def save_client(self, client: OAuthClientRecord) -> None:
+        """See :meth:`OAuthStore.save_client`."""
+        _require_aware(client.created_at)
+        if client.client_id in self._clients:
+            raise ValueError(f"a client with id {client.client_id!r} already exists")
+        self._clients[client.client_id] = replace(
+            client, metadata=copy.deepcopy(client.metadata), created_at=_utc(client.created_at)
+        )
+
+    async def get_client(self, client_id: str) -> OAuthClientRecord | None:
+        """See :meth:`OAuthStore.get_client`."""
+        client = self._clients.get(client_id)
+        return replace(client, metadata=copy.deepcopy(client.metadata)) if client is not None else None
+
+    async def save_request(self, request: AuthorizationRequestRecord) -> None:
+        """See :meth:`OAuthStore.save_request`; a duplicate id raises ``ValueError``."""
+        _require_aware(request.created_at, request.expires_at)
+        if request.id in self._requests:
+            raise ValueError("an authorization request with this id already exists")
+        self._requests[request.id] = replace(
+            request,
+            scopes=tuple(request.scopes),
+            created_at=_utc(request.created_at),
+            expires_at=_utc(request.expires_at),
+        )
+
+    async def get_request(self, request_id: str, now: datetime) -> AuthorizationRequestRecord | None:
+        """See :meth:`OAuthStore.get_request`; a request expires once ``now`` reaches ``expires_at``."""
+        _require_aware(now)
+        request = self._requests.get(request_id)
+        return request if request is not None and request.expires_at > now else None
+
+    async def bind_request(self, request_id: str, user_id: str, browser_binding: str) -> bool:
+        """See :meth:`OAuthStore.bind_request`."""
+        request = self._requests.get(request_id)
+        if request is None:
+            return False
+        self._requests[request_id] = replace(request, user_id=user_id, browser_binding=browser_binding)
+        return True
+
+    async def take_request(self, request_id: str) -> AuthorizationRequestRecord | None:
+        """See :meth:`OAuthStore.take_request`; returns the request even when expired (the caller checks)."""
+        return self._requests.pop(request_id, None)
+
+    async def save_code(self, code: AuthorizationCodeRecord) -> None:
+        """See :meth:`OAuthStore.save_code`; a duplicate digest raises ``ValueError``."""
+        _require_aware(code.expires_at)
+        if code.code_hash in self._codes:
+            raise ValueError("a code with this digest already exists")
+        self._codes[code.code_hash] = replace(
+            code, scopes=tuple(code.scopes), agents=tuple(code.agents), expires_at=_utc(code.expires_at)
+        )
+
+    async def take_code(self, code_hash: str) -> AuthorizationCodeRecord | None:
+        """See :meth:`OAuthStore.take_code`; returns the code even when expired (the caller checks)."""
+        found = find_digest(code_hash, self._codes)
+        return self._codes.pop(found) if found is not None else None
+
+    async def create_grant(self, grant: GrantRecord) -> None:
+        """See :meth:`OAuthStore.create_grant`; a duplicate id raises ``ValueError``."""
+        _require_aware(grant.created_at, grant.revoked_at)
+        if grant.id in self._grants:
+            raise ValueError(f"a grant with id {grant.id!r} already exists")
+        self._grants[grant.id] = replace(
+            grant,
+            agents=tuple(grant.agents),
+            scopes=tuple(grant.scopes),
+            created_at=_utc(grant.created_at),
+            revoked_at=_utc(grant.revoked_at) if grant.revoked_at is not None else None,
+        )
+
+    async def get_grant(self, grant_id: str) -> GrantRecord | None:
+        """See :meth:`OAuthStore.get_grant`."""
+        return self._grants.get(grant_id)
+
+    async def list_grants(self, user_id: str | None = None) -> builtins.list[GrantRecord]:
+        """See :meth:`OAuthStore.list_grants`."""
+        grants = [g for g in self._grants.values() if user_id is None or g.user_id == user_id]
+        return sorted(grants, key=lambda g: (g.created_at, g.id))
+
+    async def revoke_grant(self, grant_id: str, at: datetime) -> GrantRecord | None:
+        """See :meth:`OAuthStore.revoke_grant`; the grant's refresh tokens get ``rotated_at`` (if unset)."""
+        _require_aware(at)
+        grant = self._grants.get(grant_id)
+        if grant is None:
+            return None
+        if grant.revoked_at is None:
+            self._grants[grant_id] = grant = replace(grant, revoked_at=_utc(at))
+        for token_hash, token in self._tokens.items():
+            if token.grant_id == grant_id and token.rotated_at is None:
+                self._tokens[token_hash] = replace(token, rotated_at=_utc(at))
+        return grant
+
+    async def save_refresh_token(self, token: RefreshTokenRecord) -> None:
+        """See :meth:`OAuthStore.save_refresh_token`; a duplicate digest raises ``ValueError``."""
+        _require_aware(token.created_at, token.expires_at, token.rotated_at)
+        if token.token_hash in self._tokens:
+            raise ValueError("a refresh token with this digest already exists")
+        self._tokens[token.token_hash] = replace(
+            token,
+            scopes=tuple(token.scopes),
+            created_at=_utc(token.created_at),
+            expires_at=_utc(token.expires_at),
+            rotated_at=_utc(token.rotated_at) if token.rotated_at is not None else None,
+        )
+
+    async def get_refresh_token(self, token_hash: str) -> RefreshTokenRecord | None:
+        """See :meth:`OAuthStore.get_refresh_token`; compares every digest in constant time."""
+        found = find_digest(token_hash, self._tokens)
+        return self._tokens[found] if found is not None else None
+
+    async def rotate_refresh_token(self, token_hash: str, at: datetime) -> bool:
+        """See :meth:`OAuthStore.rotate_refresh_token`."""
+        _require_aware(at)
+        found = find_digest(token_hash, self._tokens)
+        if found is None or self._tokens[found].rotated_at is not None:
+            return False
+        self._tokens[found] = replace(self._tokens[found], rotated_at=_utc(at))
+        return True
+
+    async def purge_expired(self, now: datetime) -> int:
+        """See :meth:`OAuthStore.purge_expired`; removes what has ``expires_at <= now``."""
+        _require_aware(now)
+        removed = 0
+        for table in (self._requests, self._codes, self._tokens):
+            expired = [key for key, record in table.items() if record.expires_at <= now]
+            for key in expired:
+                del table[key]
+            removed += len(expired)
+        return removed
+
+    async def ping(self) -> None:
+        """See :meth:`OAuthStore.ping`; memory is always reachable."""
+
+    async def close(self) -> None:
+        """See :meth:`OAuthStore.close`; there is nothing to release."""
+
+
+def _require_aware(*values: datetime | None) -> None:
+    """Raise ``ValueError`` for a naive datetime among ``values`` (None is allowed)."""
+    if any(value is not None and value.tzinfo is None for value in values):
+        raise ValueError("the OAuth store needs aware datetimes")
+
+
+def _utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
