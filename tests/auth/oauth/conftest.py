@@ -3,7 +3,8 @@
 The server runs as a task on the test's own event loop (so tests may reach into the memory
 stores between requests), on a socket bound and listening before the task starts, so the
 first request needs no start-up wait. The app also serves a client ID metadata document at
-``/clients/app.json`` (for the CIMD tests; the resolver may fetch from loopback here).
+``/clients/app.json`` (for the CIMD tests; the resolver may fetch from loopback here) and a stand-in
+resource server at ``/{agentId}/mcp`` that only checks the token's audience (for the official client).
 
 Fixture users: ``alice`` (owns ``alpha``, ``beta``, and ``hidden`` which is not MCP-enabled),
 ``bob`` (owns ``bobs``), ``carol`` (disabled). Passwords are ``{username}-password``.
@@ -38,7 +39,7 @@ from hivegate.agents.registry import AgentRegistry
 from hivegate.auth.oauth.cimd import ClientMetadataResolver
 from hivegate.auth.oauth.server import AuthorizationServer
 from hivegate.auth.passwords import hash_password
-from hivegate.auth.tokens import TokenCodec
+from hivegate.auth.tokens import InvalidAccessToken, TokenCodec
 from hivegate.settings import SecuritySettings, Settings
 from hivegate.storage.credentials_memory import MemoryCredentialStore
 from hivegate.storage.memory import MemoryAgentStore
@@ -114,7 +115,30 @@ async def oauth() -> AsyncGenerator[OAuthServer]:
             }
         )
 
-    app = Starlette(routes=[*server.routes(), Route("/clients/app.json", metadata_document)])
+    async def protected(request: Request) -> JSONResponse:
+        """A stand-in resource server for ``/{agent_id}/mcp`` that checks the audience only."""
+        agent_id = request.path_params["agent_id"]
+        resource = f"{base}/{agent_id}/mcp"
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        try:
+            claims = codec.verify(token) if scheme.lower() == "bearer" else None
+        except InvalidAccessToken:
+            claims = None
+        if claims is None or resource not in claims.audience:
+            challenge = (
+                f'Bearer scope="agent:{agent_id}", '
+                f'resource_metadata="{base}/.well-known/oauth-protected-resource/{agent_id}/mcp"'
+            )
+            return JSONResponse({"error": "unauthorized"}, 401, headers={"WWW-Authenticate": challenge})
+        return JSONResponse({"agent": agent_id, "sub": claims.subject, "aud": list(claims.audience)})
+
+    app = Starlette(
+        routes=[
+            *server.routes(),
+            Route("/clients/app.json", metadata_document),
+            Route("/{agent_id}/mcp", protected, methods=["POST"]),
+        ]
+    )
     uv = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False))
     task = asyncio.create_task(uv.serve(sockets=[sock]))
     try:

@@ -522,8 +522,23 @@ async def test_consent_from_another_browser_is_refused(
     assert attacker_page.status_code == 200
     response = await other_browser.consent(request_id, ["alpha"], csrf=csrf)
     assert response.status_code == 403
+    # nor can the other browser take the request over by signing in to it
+    taken_over = await other_browser.http.post(
+        "/oauth/login",
+        data={
+            "request": request_id,
+            "csrf": hidden(attacker_page.text, "csrf"),
+            "username": "bob",
+            "password": "bob-password",
+        },
+    )
+    assert taken_over.status_code == 403
     pending = await oauth.store.get_request(request_id, datetime.now(UTC))
     assert pending is not None
+    alice = await oauth.credentials.get_user_by_username("alice")
+    assert alice is not None
+    assert pending.user_id == alice.id
+    assert (await browser.consent(request_id, ["alpha"], csrf=csrf)).status_code == 303
 
 
 async def test_consent_with_no_agent_is_refused(oauth: OAuthServer, browser: Browser) -> None:

@@ -113,6 +113,7 @@ _URL = TypeAdapter(AnyUrl, config=ConfigDict(url_preserve_empty_path=True))
 _FORM_BODY_LIMIT = 64 * 1024
 _MAX_FORM_FIELDS = 2000
 _MAX_STATE_LENGTH = 2048
+_MAX_REDEEMED_CODES = 100_000
 _IGNORED_SCOPES = frozenset({"offline_access"})
 """Asked for by some clients; refresh tokens come with every grant, so it adds nothing."""
 
@@ -349,6 +350,14 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
             agents=list(record.agents),
         )
 
+    def _remember_redeemed(self, code_hash: str, grant_id: str, now: datetime) -> None:
+        """Remember which grant a redeemed code produced, for as long as the code could have lived (bounded)."""
+        self._redeemed = {h: v for h, v in self._redeemed.items() if v[1] > now}
+        if len(self._redeemed) >= _MAX_REDEEMED_CODES:
+            self._redeemed.pop(next(iter(self._redeemed)))
+        ttl = timedelta(seconds=self._settings.security.authorization_code_ttl_seconds)
+        self._redeemed[code_hash] = (grant_id, now + ttl)
+
     async def _revoke_replayed(self, code_hash: str) -> None:
         now = _now()
         self._redeemed = {h: v for h, v in self._redeemed.items() if v[1] > now}
@@ -414,10 +423,7 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
             created_at=now,
         )
         await self._store.create_grant(grant)
-        self._redeemed[code.code_hash] = (
-            grant.id,
-            now + timedelta(seconds=self._settings.security.authorization_code_ttl_seconds),
-        )
+        self._remember_redeemed(code.code_hash, grant.id, now)
         refresh = await self._new_refresh_token(client, grant, now) if self._may_refresh(client) else None
         return self._token(grant, user.id, code.scopes, audience, refresh)
 
@@ -801,6 +807,10 @@ class AuthorizationServer:
         browser = request.cookies.get(BROWSER_COOKIE)
         if browser is None or not self._csrf.check(_field(form, "csrf"), "login", request_id, browser):
             return self._forbidden_page(request)
+        if pending.browser_binding is not None and not secrets.compare_digest(
+            pending.browser_binding, _digest(browser)
+        ):
+            return self._forbidden_page(request)  # signed in from another browser already: no re-binding
         csrf = self._csrf.issue("login", request_id, browser)
         username = _field(form, "username").strip()
         password = _field(form, "password")
