@@ -80,14 +80,17 @@ async def test_full_flow_with_agent_resource(oauth: OAuthServer, browser: Browse
     )
     assert signed_in.status_code == 303, signed_in.text
     assert signed_in.headers["location"] == f"/oauth/consent?request={request_id}"
-    cookie = page.headers["set-cookie"]
+    cookie = signed_in.headers["set-cookie"]
     assert cookie.startswith(f"{BROWSER_COOKIE}=")
     assert "httponly" in cookie.lower()
     assert "samesite=lax" in cookie.lower()
+    assert "path=/oauth" in cookie.lower()
+    value = cookie.split(";", 1)[0].split("=", 1)[1]
+    assert page.headers["set-cookie"].startswith(f"{BROWSER_COOKIE}={value};")  # the one set with the form
     pending = await oauth.store.get_request(request_id, datetime.now(UTC))
     assert pending is not None
     assert pending.user_id is not None
-    assert pending.browser_binding is not None
+    assert pending.browser_binding == hashlib.sha256(value.encode()).hexdigest()
 
     # consent: alice's MCP-enabled agents only, the asked-for one pre-checked
     consent = await browser.consent_page(request_id)

@@ -844,6 +844,7 @@ class AuthorizationServer:
             return self._expired_page(request)
         response = RedirectResponse(f"{self._consent_path}?{urlencode({'request': request_id})}", status_code=303)
         response.headers.update(PAGE_HEADERS)
+        self._set_browser_cookie(response, browser)  # the cookie the request is now bound to (fresh max-age)
         return response
 
     async def _check_password(self, username: str, password: str) -> User | None:
