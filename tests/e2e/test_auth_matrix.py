@@ -1,0 +1,372 @@
+"""The auth matrix: every protected route × every kind of credential, with the status expected in each cell.
+
+A real ``hivegate serve`` on a SQLite file. Users, keys and OAuth grants are written to that file
+by the stores themselves; access tokens are minted with the server's signing key (the OAuth flow
+that issues them is tested in ``tests/e2e/test_oauth_flow.py``). Besides the status, each cell
+checks the challenge (``WWW-Authenticate``) and that a 200 shows nothing beyond the grant.
+
+Spec: MCP 2025-11-25 authorization "Error Handling" (401 invalid/expired, 403 insufficient scope),
+RFC 6750 §3, RFC 8707 §2 (audience), RFC 9728 §5.1 (``resource_metadata``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from hivegate.auth.api_keys import KeyKind, mint_key
+from hivegate.auth.passwords import hash_password
+from hivegate.auth.tokens import TokenCodec
+from hivegate.storage.credentials import create_credential_store
+from hivegate.storage.oauth import GrantRecord, create_oauth_store
+from tests.gateway_process import ROOT, GatewayProcess, run_gateway
+
+SIGNING_KEY = "matrix-signing-key-0123456789abcdef0123456789"
+AGENTS = """
+[[agents]]
+id = "alpha"
+name = "Alpha"
+owner = "alice"
+backend = { type = "python", callable = "echo_agent:reply" }
+
+[[agents]]
+id = "gamma"
+name = "Gamma"
+owner = "alice"
+backend = { type = "python", callable = "echo_agent:reply" }
+
+[[agents]]
+id = "off"
+name = "Off"
+owner = "alice"
+mcp_enabled = false
+backend = { type = "python", callable = "echo_agent:reply" }
+
+[[agents]]
+id = "beta"
+name = "Beta"
+owner = "bob"
+backend = { type = "python", callable = "echo_agent:reply" }
+
+[[agents]]
+id = "open"
+name = "Open"
+owner = "alice"
+auth = "none"
+backend = { type = "python", callable = "echo_agent:reply" }
+"""
+MODERN = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
+ACCEPT = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+LIST_TOOLS = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "tools/list",
+    "params": {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+    },
+}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "matrix", "version": "0"}},
+}
+
+
+@dataclass
+class World:
+    gateway: GatewayProcess
+    database_url: str
+    credentials: dict[str, dict[str, str]]
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def _seed(database_url: str, base: str) -> dict[str, dict[str, str]]:
+    """Users alice, bob and carol (disabled); their keys; alice's grants; the tokens of the matrix."""
+    credentials = await create_credential_store(database_url)
+    oauth = await create_oauth_store(database_url)
+    try:
+        alice = await credentials.create_user("alice", hash_password("alice pw"))
+        bob = await credentials.create_user("bob", hash_password("bob pw"))
+        carol = await credentials.create_user("carol", hash_password("carol pw"))
+
+        async def key(user_id: str, agent_id: str | None) -> tuple[str, str]:
+            minted = mint_key(KeyKind.USER if agent_id is None else KeyKind.AGENT)
+            stored = await credentials.create_api_key(
+                user_id=user_id, agent_id=agent_id, name="", key_hash=minted.digest, prefix=minted.prefix
+            )
+            return minted.plaintext, stored.id
+
+        alice_oag, _ = await key(alice.id, None)
+        alice_bak, _ = await key(alice.id, "alpha")
+        alice_bak_gamma, _ = await key(alice.id, "gamma")
+        revoked_oag, revoked_id = await key(alice.id, None)
+        await credentials.revoke_api_key(revoked_id)
+        bob_oag, _ = await key(bob.id, None)
+        carol_oag, _ = await key(carol.id, None)
+        await credentials.set_user_disabled("carol", True)
+
+        async def grant(grant_id: str, agents: tuple[str, ...]) -> GrantRecord:
+            record = GrantRecord(
+                id=grant_id,
+                user_id=alice.id,
+                client_id="matrix-client",
+                client_name="Matrix",
+                agents=agents,
+                scopes=tuple(f"agent:{a}" for a in agents),
+                resource=None,
+                created_at=datetime.now(UTC),
+            )
+            await oauth.create_grant(record)
+            return record
+
+        codec = TokenCodec(base, SIGNING_KEY.encode(), 3600)
+
+        def token(record: GrantRecord, audience: list[str], codec: TokenCodec = codec) -> str:
+            minted, _ = codec.mint(
+                subject=record.user_id,
+                audience=audience,
+                client_id=record.client_id,
+                scopes=record.scopes,
+                grant_id=record.id,
+            )
+            return minted
+
+        full = await grant("grt_full", ("alpha", "off"))
+        narrow = await grant("grt_narrow", ("gamma",))
+        revoked = await grant("grt_revoked", ("alpha",))
+        await oauth.revoke_grant(revoked.id, datetime.now(UTC))
+        audience = [f"{base}/alpha/mcp", f"{base}/agents/alpha/mcp", f"{base}/off/mcp", f"{base}/mcp"]
+        expired = TokenCodec(base, SIGNING_KEY.encode(), -120)
+        forged = TokenCodec(base, b"another-key-entirely-0123456789abcdef", 3600)
+        foreign = TokenCodec("http://issuer.example", SIGNING_KEY.encode(), 3600)
+        return {
+            "none": {},
+            "oauth": _bearer(token(full, audience)),
+            "oag": _bearer(alice_oag),
+            "bak": {"X-Agent-API-Key": alice_bak},
+            "expired": _bearer(token(full, audience, expired)),
+            "revoked": _bearer(revoked_oag),
+            "revoked_grant": _bearer(token(revoked, audience)),
+            "other_user": _bearer(bob_oag),
+            "other_agent": {"X-Agent-API-Key": alice_bak_gamma},
+            "wrong_audience": _bearer(token(narrow, [f"{base}/gamma/mcp"])),
+            "forged": _bearer(token(full, audience, forged)),
+            "wrong_issuer": _bearer(token(full, audience, foreign)),
+            "disabled_user": _bearer(carol_oag),
+            "two_credentials": {"Authorization": f"Bearer {alice_oag}", "X-Agent-API-Key": alice_bak},
+            "malformed": {"Authorization": "Basic YWxpY2U6cHc="},
+        }
+    finally:
+        await oauth.close()
+        await credentials.close()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    folder = tmp_path_factory.mktemp("matrix")
+    config = folder / "agents.toml"
+    config.write_text(AGENTS, encoding="utf-8")
+    database_url = f"sqlite+aiosqlite:///{Path(folder) / 'hivegate.db'}"
+    env = {
+        "PYTHONPATH": str(ROOT / "examples"),
+        "HIVEGATE_SECURITY__TOKEN_SIGNING_KEY": SIGNING_KEY,
+        "HIVEGATE_SECURITY__CREDENTIAL_CACHE_SECONDS": "0",
+    }
+    with run_gateway(config, database_url=database_url, env=env) as gateway:
+        credentials = anyio.run(_seed, database_url, gateway.url)
+        yield World(gateway, database_url, credentials)
+
+
+CREDENTIALS = [
+    "none",
+    "oauth",
+    "oag",
+    "bak",
+    "expired",
+    "revoked",
+    "revoked_grant",
+    "other_user",
+    "other_agent",
+    "wrong_audience",
+    "forged",
+    "wrong_issuer",
+    "disabled_user",
+    "two_credentials",
+    "malformed",
+]
+# What no credential or a bad one gets on every protected route.
+REFUSED = {
+    "none": 401,
+    "expired": 401,
+    "revoked": 401,
+    "revoked_grant": 401,
+    "forged": 401,
+    "wrong_issuer": 401,
+    "disabled_user": 401,
+    "two_credentials": 401,
+    "malformed": 401,
+}
+ROUTES: dict[str, dict[str, int]] = {
+    # alice's agent, granted to the token, bound to the bak_ key
+    "/alpha/mcp": {**REFUSED, "oauth": 200, "oag": 200, "bak": 200, "other_user": 404, "other_agent": 403,
+                   "wrong_audience": 401},
+    "/agents/alpha/mcp": {**REFUSED, "oauth": 200, "oag": 200, "bak": 200, "other_user": 404, "other_agent": 403,
+                          "wrong_audience": 401},
+    # bob's agent: alice's credentials must not reveal it
+    "/beta/mcp": {**REFUSED, "oauth": 401, "oag": 404, "bak": 403, "other_user": 200, "other_agent": 403,
+                  "wrong_audience": 401},
+    # alice's agent with MCP switched off: 403 mcp_disabled to those who may see it, never 401
+    "/off/mcp": {**REFUSED, "oauth": 403, "oag": 403, "bak": 403, "other_user": 404, "other_agent": 403,
+                 "wrong_audience": 401},
+    # no such agent: the same answers as for an agent of someone else
+    "/nosuch/mcp": {**REFUSED, "oauth": 401, "oag": 404, "bak": 403, "other_user": 404, "other_agent": 403,
+                    "wrong_audience": 401},
+    # the user-level endpoint: user credentials only
+    "/mcp": {**REFUSED, "oauth": 200, "oag": 200, "bak": 403, "other_user": 200, "other_agent": 403,
+             "wrong_audience": 401},
+}  # fmt: skip
+# The tools each 200 may show: nothing beyond what the credential grants.
+VISIBLE_TOOLS: dict[tuple[str, str], set[str]] = {
+    ("/alpha/mcp", "oauth"): {"alpha"},
+    ("/alpha/mcp", "oag"): {"alpha"},
+    ("/alpha/mcp", "bak"): {"alpha"},
+    ("/agents/alpha/mcp", "oauth"): {"alpha"},
+    ("/agents/alpha/mcp", "oag"): {"alpha"},
+    ("/agents/alpha/mcp", "bak"): {"alpha"},
+    ("/beta/mcp", "other_user"): {"beta"},
+    ("/mcp", "oauth"): {"alpha"},  # granted alpha and off; off has MCP switched off
+    ("/mcp", "oag"): {"alpha", "gamma", "open"},  # every MCP-enabled agent alice owns
+    ("/mcp", "other_user"): {"beta"},
+}
+CELLS = [(route, credential) for route in ROUTES for credential in CREDENTIALS]
+
+
+def _check_challenge(route: str, credential: str, response: httpx.Response, base: str) -> None:
+    challenge = response.headers.get("www-authenticate", "")
+    if response.status_code == 401:
+        assert challenge.startswith('Bearer realm="hivegate"'), challenge
+        assert f'resource_metadata="{base}/.well-known/oauth-protected-resource{route}"' in challenge
+        if credential == "none":
+            assert "error=" not in challenge  # RFC 6750 §3.1: no error code without credentials
+        elif credential in ("two_credentials", "malformed"):
+            assert 'error="invalid_request"' in challenge
+        else:
+            assert 'error="invalid_token"' in challenge
+    elif response.status_code == 403 and response.json()["error"]["data"]["code"] == "insufficient_scope":
+        assert 'error="insufficient_scope"' in challenge
+        assert f'resource_metadata="{base}/.well-known/oauth-protected-resource{route}"' in challenge
+    else:
+        assert challenge == ""
+
+
+@pytest.mark.parametrize(("route", "credential"), CELLS, ids=[f"{r}-{c}" for r, c in CELLS])
+def test_modern_post(world: World, route: str, credential: str) -> None:
+    base = world.gateway.url
+    headers = {**ACCEPT, **MODERN, **world.credentials[credential]}
+    response = httpx.post(base + route, content=json.dumps(LIST_TOOLS), headers=headers, timeout=30)
+    expected = ROUTES[route][credential]
+    assert response.status_code == expected, response.text
+    _check_challenge(route, credential, response, base)
+    body: dict[str, Any] = response.json()
+    if expected == 200:
+        names = {tool["name"] for tool in body["result"]["tools"]}
+        assert names == VISIBLE_TOOLS[(route, credential)]
+    elif expected == 403 and route == "/off/mcp" and credential in ("oauth", "oag"):
+        assert body["error"]["data"]["code"] == "mcp_disabled"
+    elif expected == 404:
+        assert body["error"]["data"]["code"] == "agent_not_found"
+        assert route.split("/")[-2] in body["error"]["message"]
+
+
+@pytest.mark.parametrize(("route", "credential"), CELLS, ids=[f"{r}-{c}" for r, c in CELLS])
+def test_legacy_initialize(world: World, route: str, credential: str) -> None:
+    """The handshake era meets the same gate, before any session exists."""
+    base = world.gateway.url
+    headers = {**ACCEPT, **world.credentials[credential]}
+    response = httpx.post(base + route, content=json.dumps(INITIALIZE), headers=headers, timeout=30)
+    assert response.status_code == ROUTES[route][credential], response.text
+    _check_challenge(route, credential, response, base)
+    if response.status_code == 200:
+        assert response.headers.get("mcp-session-id")
+    else:
+        assert "mcp-session-id" not in response.headers
+
+
+@pytest.mark.parametrize("credential", CREDENTIALS)
+def test_auth_none_agent_ignores_credentials(world: World, credential: str) -> None:
+    """``auth = "none"`` serves anyone; what a caller sends is not looked at."""
+    headers = {**ACCEPT, **MODERN, **world.credentials[credential]}
+    response = httpx.post(world.gateway.url + "/open/mcp", content=json.dumps(LIST_TOOLS), headers=headers, timeout=30)
+    assert response.status_code == 200, response.text
+    assert [tool["name"] for tool in response.json()["result"]["tools"]] == ["open"]
+
+
+def test_revocation_takes_effect_on_a_running_server(world: World) -> None:
+    """A key revoked and a grant revoked in the database (as the CLI does) are refused on the next request.
+
+    The server runs with ``security.credential_cache_seconds = 0``; with the default (1 s) the
+    refusal comes within a second.
+    """
+
+    async def scenario() -> None:
+        credentials = await create_credential_store(world.database_url)
+        oauth = await create_oauth_store(world.database_url)
+        try:
+            alice = await credentials.get_user_by_username("alice")
+            assert alice is not None
+            minted = mint_key(KeyKind.USER)
+            stored = await credentials.create_api_key(
+                user_id=alice.id, agent_id=None, name="short-lived", key_hash=minted.digest, prefix=minted.prefix
+            )
+            headers = {**ACCEPT, **MODERN, **_bearer(minted.plaintext)}
+            async with httpx.AsyncClient(timeout=30) as client:
+                url = world.gateway.url + "/alpha/mcp"
+                assert (await client.post(url, content=json.dumps(LIST_TOOLS), headers=headers)).status_code == 200
+                await credentials.revoke_api_key(stored.id)
+                refused = await client.post(url, content=json.dumps(LIST_TOOLS), headers=headers)
+                assert refused.status_code == 401
+                assert 'error="invalid_token"' in refused.headers["www-authenticate"]
+                last_used = await credentials.get_api_key_by_hash(minted.digest)
+                assert last_used is not None
+                assert last_used.last_used_at is not None  # the one accepted use was recorded
+
+                grant = GrantRecord(
+                    id="grt_short_lived",
+                    user_id=alice.id,
+                    client_id="matrix-client",
+                    client_name=None,
+                    agents=("alpha",),
+                    scopes=("agent:alpha",),
+                    resource=None,
+                    created_at=datetime.now(UTC),
+                )
+                await oauth.create_grant(grant)
+                token, _ = TokenCodec(world.gateway.url, SIGNING_KEY.encode(), 3600).mint(
+                    subject=alice.id, audience=[url], client_id="matrix-client", scopes=grant.scopes, grant_id=grant.id
+                )
+                token_headers = {**ACCEPT, **MODERN, **_bearer(token)}
+                accepted = await client.post(url, content=json.dumps(LIST_TOOLS), headers=token_headers)
+                assert accepted.status_code == 200
+                await oauth.revoke_grant(grant.id, datetime.now(UTC))
+                refused = await client.post(url, content=json.dumps(LIST_TOOLS), headers=token_headers)
+                assert refused.status_code == 401
+        finally:
+            await oauth.close()
+            await credentials.close()
+
+    anyio.run(scenario)
