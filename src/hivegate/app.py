@@ -2,7 +2,10 @@
 
 Routes:
 
-- ``/{agentId}/mcp`` and its alias ``/agents/{agentId}/mcp``: the agent's MCP server (both eras);
+- ``/{agentId}/mcp`` and its alias ``/agents/{agentId}/mcp``: the agent's MCP server (both eras),
+  behind the credential gate (:mod:`hivegate.auth.gate`);
+- ``/oauth/*`` and ``/.well-known/*``: the OAuth authorization server and the protected-resource
+  metadata (:mod:`hivegate.auth.oauth.server`);
 - ``/healthz``: the process is alive (200 ``{"status":"ok"}``);
 - ``/readyz``: the store answers (200) or not (503).
 """
@@ -10,6 +13,7 @@ Routes:
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -19,12 +23,14 @@ import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.routing import Route, Router
 from starlette.types import Receive, Scope, Send
 
 from hivegate.agents.loader import load_agents_file
 from hivegate.agents.registry import AgentRegistry
 from hivegate.auth.gate import EndpointGate
+from hivegate.auth.oauth.cimd import ClientMetadataResolver
+from hivegate.auth.oauth.server import AuthorizationServer
 from hivegate.auth.resolver import CredentialResolver
 from hivegate.auth.tokens import TokenCodec
 from hivegate.mcp.host import AgentHost
@@ -82,6 +88,17 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Hivega
             credentials=credentials, oauth=oauth, codec=codec, cache_seconds=settings.security.credential_cache_seconds
         )
         gate = EndpointGate(resolver, base)
+        client_metadata = _client_metadata_resolver(settings)
+        authorization_server = AuthorizationServer(
+            settings=settings,
+            base_url=base,
+            credentials=credentials,
+            store=oauth,
+            registry=registry,
+            codec=codec,
+            client_metadata=client_metadata,
+        )
+        auth_routes.bind(Router(routes=authorization_server.routes()))
         gateway = Gateway(settings, agent_store, registry, host, credentials, oauth, gate)
         holder["gateway"] = gateway
         app.state.gateway = gateway
@@ -92,12 +109,15 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Hivega
                 yield
                 tg.cancel_scope.cancel()
         finally:
+            if client_metadata is not None:
+                await client_metadata.aclose()
             await oauth.close()
             await credentials.close()
             if store is None:
                 await agent_store.close()
 
     endpoint = _LateEndpoint(settings)
+    auth_routes = _LateRouter()
 
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
@@ -120,7 +140,35 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Hivega
         Route("/{agent_id}/mcp", endpoint),
         Route("/agents/{agent_id}/mcp", endpoint),
     ]
-    return HivegateApp(Starlette(routes=routes, lifespan=lifespan), endpoint)
+    return HivegateApp(Starlette(routes=routes, lifespan=lifespan), endpoint, auth_routes)
+
+
+def _client_metadata_resolver(settings: Settings) -> ClientMetadataResolver | None:
+    """The CIMD resolver the settings ask for, or None when client ID metadata documents are off."""
+    security = settings.security
+    if not security.client_metadata_documents:
+        return None
+    verify: ssl.SSLContext | bool = True
+    if security.client_metadata_ca_file is not None:
+        verify = ssl.create_default_context(cafile=str(security.client_metadata_ca_file))
+    return ClientMetadataResolver(
+        allow_private_addresses=security.client_metadata_allow_private_addresses, verify=verify
+    )
+
+
+class _LateRouter:
+    """The authorization server's routes, bound once the lifespan has built the server (404 before)."""
+
+    def __init__(self) -> None:
+        self._router: Router | None = None
+
+    def bind(self, router: Router) -> None:
+        self._router = router
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._router is None:
+            raise RuntimeError("the app's lifespan has not started")
+        await self._router(scope, receive, send)
 
 
 class HivegateApp:
@@ -130,9 +178,10 @@ class HivegateApp:
     ``state`` and ``url_path_for`` reach the wrapped app, so callers can treat this as the app.
     """
 
-    def __init__(self, app: Starlette, endpoint: _LateEndpoint) -> None:
+    def __init__(self, app: Starlette, endpoint: _LateEndpoint, auth_routes: _LateRouter) -> None:
         self._app = app
         self._endpoint = endpoint
+        self._auth_routes = auth_routes
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._app, name)
@@ -144,6 +193,9 @@ class HivegateApp:
             if len(parts) == 3 and parts[2] == "mcp" and parts[1] and parts[1] != "agents":
                 scope["path_params"] = {"agent_id": parts[1]}
                 await self._endpoint(scope, receive, send)
+                return
+            if parts[1] in ("oauth", ".well-known"):
+                await self._auth_routes(scope, receive, send)
                 return
         await self._app(scope, receive, send)
 

@@ -90,9 +90,7 @@ class McpSettings(_Group):
 
 def _long_enough(value: SecretStr) -> SecretStr:
     if len(value.get_secret_value().encode()) < MIN_SECRET_BYTES:
-        raise ValueError(
-            f"must be at least {MIN_SECRET_BYTES} bytes (e.g. `openssl rand -hex 32`)"
-        )
+        raise ValueError(f"must be at least {MIN_SECRET_BYTES} bytes (e.g. `openssl rand -hex 32`)")
     return value
 
 
@@ -112,6 +110,12 @@ class SecuritySettings(_Group):
     login_max_failures: Annotated[int, Field(ge=1)] = 5
     """Failed sign-ins per username (and per client address) within ``login_window_seconds`` before throttling."""
     login_window_seconds: Annotated[int, Field(ge=1)] = 300
+    client_metadata_documents: bool = True
+    """Accept OAuth clients whose ``client_id`` is an https URL of a client ID metadata document (CIMD)."""
+    client_metadata_allow_private_addresses: bool = False
+    """Let CIMD fetches reach loopback and private addresses (local development and tests only: SSRF)."""
+    client_metadata_ca_file: Path | None = None
+    """PEM bundle trusted for CIMD fetches instead of the system's (tests with a local CA)."""
     credential_cache_seconds: Annotated[float, Field(ge=0, le=60)] = 1.0
     """How long a resolved API key or grant is trusted without asking the store again (0: ask every time).
     A revocation made elsewhere takes effect within this time."""
