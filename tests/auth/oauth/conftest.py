@@ -21,10 +21,12 @@ import socket
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
+import pytest
 import pytest_asyncio
 import uvicorn
 from argon2 import PasswordHasher
@@ -43,7 +45,7 @@ from hivegate.auth.tokens import InvalidAccessToken, TokenCodec
 from hivegate.settings import SecuritySettings, Settings
 from hivegate.storage.credentials_memory import MemoryCredentialStore
 from hivegate.storage.memory import MemoryAgentStore
-from hivegate.storage.oauth_memory import MemoryOAuthStore
+from hivegate.storage.oauth import OAuthStore, create_oauth_store
 
 SIGNING_KEY = "test-signing-key-" + "k" * 32
 MAX_FAILURES = 3
@@ -59,7 +61,7 @@ class OAuthServer:
 
     base: str
     server: AuthorizationServer
-    store: MemoryOAuthStore
+    store: OAuthStore
     credentials: MemoryCredentialStore
     registry: AgentRegistry
     codec: TokenCodec
@@ -67,7 +69,20 @@ class OAuthServer:
 
 
 @pytest_asyncio.fixture
-async def oauth() -> AsyncGenerator[OAuthServer]:
+async def oauth(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncGenerator[OAuthServer]:
+    """The server over a memory OAuth store, or over SQLite with ``parametrize("oauth", ["sqlite"], indirect=True)``."""
+    kind: str = getattr(request, "param", "memory")
+    store = await create_oauth_store(
+        "memory://" if kind == "memory" else f"sqlite+aiosqlite:///{tmp_path / 'oauth.db'}"
+    )
+    try:
+        async for running in _serve(store):
+            yield running
+    finally:
+        await store.close()
+
+
+async def _serve(store: OAuthStore) -> AsyncGenerator[OAuthServer]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
@@ -91,7 +106,6 @@ async def oauth() -> AsyncGenerator[OAuthServer]:
     )
     registry = AgentRegistry(agent_store)
     await registry.refresh()
-    store = MemoryOAuthStore()
     codec = TokenCodec(base, SIGNING_KEY.encode(), settings.security.access_token_ttl_seconds)
     resolver = ClientMetadataResolver(allow_private_addresses=True, allow_http=True, verify=False)  # loopback http only
     server = AuthorizationServer(

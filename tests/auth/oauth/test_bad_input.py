@@ -194,6 +194,7 @@ async def test_registration_without_redirect_uris_is_refused(browser: Browser) -
 # -- codes ---------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("oauth", ["memory", "sqlite"], indirect=True)
 async def test_code_replay_is_refused_and_revokes_the_first_grant(oauth: OAuthServer, browser: Browser) -> None:
     client = await browser.register()
     verifier, challenge = pkce()
@@ -323,6 +324,7 @@ async def test_refresh_with_another_resource_is_invalid_target(oauth: OAuthServe
 # -- refresh tokens -----------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("oauth", ["memory", "sqlite"], indirect=True)
 async def test_refresh_token_reuse_revokes_the_whole_family(oauth: OAuthServer, browser: Browser) -> None:
     client = await browser.register()
     verifier, challenge = pkce()
@@ -490,6 +492,7 @@ async def _signed_in(browser: Browser, username: str = "alice") -> tuple[dict[st
     return client, request_id, hidden(consent.text, "csrf")
 
 
+@pytest.mark.parametrize("oauth", ["memory", "sqlite"], indirect=True)
 async def test_consent_csrf_is_checked(oauth: OAuthServer, browser: Browser) -> None:
     _, request_id, csrf = await _signed_in(browser)
     for forged in ("", "0" * 64, csrf[:-1] + ("0" if csrf[-1] != "0" else "1")):

@@ -13,6 +13,7 @@ import re
 from datetime import UTC, datetime
 
 import httpx
+import pytest
 
 from hivegate.auth.oauth.pages import PAGE_HEADERS
 from hivegate.auth.oauth.server import BROWSER_COOKIE
@@ -45,6 +46,7 @@ async def test_registration_echoes_metadata_for_a_public_native_client(browser: 
     assert "client_secret" not in client
 
 
+@pytest.mark.parametrize("oauth", ["memory", "sqlite"], indirect=True)
 async def test_full_flow_with_agent_resource(oauth: OAuthServer, browser: Browser) -> None:
     client = await browser.register()
     client_id = client["client_id"]
@@ -245,6 +247,7 @@ async def test_confidential_client_must_authenticate_at_token_and_revoke(oauth: 
     assert [g.active for g in await oauth.store.list_grants()] == [False]
 
 
+@pytest.mark.parametrize("oauth", ["memory", "sqlite"], indirect=True)
 async def test_revoking_an_access_token_revokes_its_grant(oauth: OAuthServer, browser: Browser) -> None:
     client = await browser.register()
     verifier, challenge = pkce()
