@@ -1,10 +1,11 @@
-"""The ``hivegate`` command line: ``serve`` and ``agents apply|list|show|delete``."""
+"""The ``hivegate`` command line: ``serve``, ``agents``, ``users``, ``keys`` and ``grants``."""
 
 from __future__ import annotations
 
 import typer
 
 from hivegate.cli.agents import agents_app
+from hivegate.cli.grants import grants_app
 from hivegate.cli.keys import keys_app
 from hivegate.cli.serve import serve
 from hivegate.cli.users import users_app
@@ -21,6 +22,7 @@ app.command()(serve)
 app.add_typer(agents_app, name="agents")
 app.add_typer(users_app, name="users")
 app.add_typer(keys_app, name="keys")
+app.add_typer(grants_app, name="grants")
 
 
 def main() -> None:

@@ -1,0 +1,97 @@
+"""``hivegate grants``: list and revoke what users granted OAuth clients at consent."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, settings_from
+from hivegate.storage.credentials import create_credential_store
+from hivegate.storage.oauth import GrantRecord, create_oauth_store
+
+__all__ = ["grants_app"]
+
+grants_app = typer.Typer(help="Manage OAuth grants (what a user allowed a client at consent).", no_args_is_help=True)
+console = Console()
+
+
+class _CommandError(Exception):
+    """A refusal found while the stores were open, reported after they are closed."""
+
+
+@grants_app.command("list")
+def list_grants(
+    user: Annotated[str | None, typer.Option("--user", help="Only this user's grants.")] = None,
+    all_grants: Annotated[bool, typer.Option("--all", help="Include revoked grants.")] = False,
+    config: ConfigOption = None,
+    database_url: DatabaseOption = None,
+) -> None:
+    """List grants: client, agents, scopes, when granted and (with --all) revoked."""
+    settings = settings_from(config, database={"url": database_url} if database_url else {})
+
+    async def action() -> tuple[list[GrantRecord], dict[str, str]]:
+        credentials = await create_credential_store(settings.database.url)
+        oauth = await create_oauth_store(settings.database.url)
+        try:
+            user_id: str | None = None
+            if user is not None:
+                found = await credentials.get_user_by_username(user)
+                if found is None:
+                    raise _CommandError(f"no user {user!r}")
+                user_id = found.id
+            names = {u.id: u.username for u in await credentials.list_users()}
+            return await oauth.list_grants(user_id), names
+        finally:
+            await oauth.close()
+            await credentials.close()
+
+    try:
+        grants, usernames = anyio.run(action)
+    except _CommandError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
+    table = Table("id", "user", "client", "agents", "granted", "revoked")
+    for grant in grants:
+        if grant.revoked_at is not None and not all_grants:
+            continue
+        client = grant.client_id if grant.client_name is None else f"{grant.client_name} ({grant.client_id})"
+        table.add_row(
+            grant.id,
+            usernames.get(grant.user_id, grant.user_id),
+            client,
+            " ".join(grant.agents),
+            grant.created_at.isoformat(timespec="seconds"),
+            grant.revoked_at.isoformat(timespec="seconds") if grant.revoked_at else "-",
+        )
+    console.print(table)
+
+
+@grants_app.command("revoke")
+def revoke(
+    grant_id: Annotated[str, typer.Argument(help="The grant's id (from `hivegate grants list`).")],
+    config: ConfigOption = None,
+    database_url: DatabaseOption = None,
+) -> None:
+    """Revoke a grant: its refresh tokens stop working at once, its access tokens within
+    security.credential_cache_seconds (1 s)."""
+    settings = settings_from(config, database={"url": database_url} if database_url else {})
+
+    async def action() -> GrantRecord | None:
+        oauth = await create_oauth_store(settings.database.url)
+        try:
+            return await oauth.revoke_grant(grant_id, datetime.now(UTC))
+        finally:
+            await oauth.close()
+
+    grant = anyio.run(action)
+    if grant is None:
+        err_console.print(f"[red]error:[/red] no grant {grant_id!r}")
+        raise typer.Exit(1)
+    console.print(
+        f"revoked {grant.id} (client {grant.client_name or grant.client_id}, agents {' '.join(grant.agents)})"
+    )

@@ -1,0 +1,91 @@
+"""``hivegate grants list|revoke`` as the real command line, on grants written to a SQLite file by the store."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import anyio
+
+from hivegate.auth.passwords import hash_password
+from hivegate.storage.credentials import create_credential_store
+from hivegate.storage.oauth import GrantRecord, create_oauth_store
+
+TIMEOUT_SECONDS = 60
+
+
+def _cli(database_url: str, *args: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "hivegate", "grants", *args, "--database-url", database_url],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_SECONDS,
+        env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"},
+        check=False,
+    )
+    assert result.returncode == expect, result.stdout + result.stderr
+    return result
+
+
+async def _seed(database_url: str) -> None:
+    credentials = await create_credential_store(database_url)
+    oauth = await create_oauth_store(database_url)
+    try:
+        alice = await credentials.create_user("alice", hash_password("pw"))
+        bob = await credentials.create_user("bob", hash_password("pw"))
+        for grant_id, user_id, agents in (
+            ("grt_alice1", alice.id, ("alpha", "gamma")),
+            ("grt_bob1", bob.id, ("beta",)),
+        ):
+            await oauth.create_grant(
+                GrantRecord(
+                    id=grant_id,
+                    user_id=user_id,
+                    client_id="cli_123",
+                    client_name="Claude Desktop",
+                    agents=agents,
+                    scopes=tuple(f"agent:{a}" for a in agents),
+                    resource=None,
+                    created_at=datetime.now(UTC),
+                )
+            )
+    finally:
+        await oauth.close()
+        await credentials.close()
+
+
+async def _grant(database_url: str, grant_id: str) -> GrantRecord | None:
+    oauth = await create_oauth_store(database_url)
+    try:
+        return await oauth.get_grant(grant_id)
+    finally:
+        await oauth.close()
+
+
+def test_grants_list_and_revoke(tmp_path: Path) -> None:
+    database_url = f"sqlite+aiosqlite:///{tmp_path / 'hivegate.db'}"
+    anyio.run(_seed, database_url)
+
+    listed = _cli(database_url, "list").stdout
+    assert re.search(r"grt_alice1\s.*alice\s.*Claude Desktop.*alpha gamma", listed)
+    assert re.search(r"grt_bob1\s.*bob\s.*beta", listed)
+    only_alice = _cli(database_url, "list", "--user", "ALICE").stdout
+    assert "grt_alice1" in only_alice
+    assert "grt_bob1" not in only_alice
+
+    assert "revoked grt_alice1" in _cli(database_url, "revoke", "grt_alice1").stdout
+    revoked = anyio.run(_grant, database_url, "grt_alice1")
+    assert revoked is not None
+    assert revoked.revoked_at is not None
+    untouched = anyio.run(_grant, database_url, "grt_bob1")
+    assert untouched is not None
+    assert untouched.active
+
+    assert "grt_alice1" not in _cli(database_url, "list").stdout  # revoked ones only with --all
+    assert re.search(r"grt_alice1\s.*\d{4}-\d\d-\d\dT.*\d{4}-\d\d-\d\dT", _cli(database_url, "list", "--all").stdout)
+    assert "no grant" in _cli(database_url, "revoke", "grt_missing", expect=1).stderr
+    assert "no user" in _cli(database_url, "list", "--user", "nobody", expect=1).stderr
