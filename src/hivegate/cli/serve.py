@@ -5,15 +5,16 @@ from __future__ import annotations
 import gc
 import logging
 import socket
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import anyio
 import typer
-import uvicorn
 
 from hivegate.agents.loader import AgentsFileError, load_agents_file
-from hivegate.app import create_app
 from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, settings_from
+
+if TYPE_CHECKING:
+    import uvicorn
 
 __all__ = ["serve"]
 
@@ -59,6 +60,10 @@ def serve(
         settings = settings.model_copy(
             update={"server": settings.server.model_copy(update={"port": sock.getsockname()[1]})}
         )
+    import uvicorn  # the server's imports load only for `serve`, not for the other commands
+
+    from hivegate.app import create_app
+
     app = create_app(settings)
     uv_config = uvicorn.Config(
         app,
