@@ -635,7 +635,9 @@ class AuthorizationServer:
         self._token_handler = TokenHandler(self.provider, self._client_auth)
         self._register_handler = RegistrationHandler(self.provider, ClientRegistrationOptions(enabled=True))
         self.metadata = self._build_metadata(client_metadata is not None)
-        self._dummy_hash: str | None = None
+        self.timing_hash: str | None = None
+        """The hash checked for unknown usernames, so they take as long as known ones (made on first use
+        with :func:`~hivegate.auth.passwords.hash_password`'s parameters)."""
 
     # -- metadata --------------------------------------------------------------------------
 
@@ -851,9 +853,9 @@ class AuthorizationServer:
         """The enabled user with these credentials, or None; as slow for unknown users as for known ones."""
         user = await self._credentials.get_user_by_username(username) if len(username) <= 64 else None
         if user is None:
-            if self._dummy_hash is None:
-                self._dummy_hash = await anyio.to_thread.run_sync(hash_password, secrets.token_urlsafe(16))
-            await anyio.to_thread.run_sync(verify_password, self._dummy_hash, password)
+            if self.timing_hash is None:
+                self.timing_hash = await anyio.to_thread.run_sync(hash_password, secrets.token_urlsafe(16))
+            await anyio.to_thread.run_sync(verify_password, self.timing_hash, password)
             return None
         ok = await anyio.to_thread.run_sync(verify_password, user.password_hash, password)
         return user if ok and not user.disabled else None
