@@ -17,6 +17,7 @@ import ssl
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -43,6 +44,9 @@ from hivegate.storage.oauth import OAuthStore, create_oauth_store
 __all__ = ["Gateway", "HivegateApp", "create_app"]
 
 logger = logging.getLogger(__name__)
+
+PURGE_INTERVAL_SECONDS = 600.0
+"""How often expired OAuth requests, codes and refresh tokens are deleted."""
 
 
 @dataclass
@@ -105,6 +109,7 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Hivega
         try:
             async with host.running(), anyio.create_task_group() as tg:
                 tg.start_soon(registry.poll, settings.database.poll_interval_seconds)
+                tg.start_soon(_purge_expired, oauth, PURGE_INTERVAL_SECONDS)
                 endpoint.bind(host, gate)
                 yield
                 tg.cancel_scope.cancel()
@@ -141,6 +146,22 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Hivega
         Route("/agents/{agent_id}/mcp", endpoint),
     ]
     return HivegateApp(Starlette(routes=routes, lifespan=lifespan), endpoint, auth_routes)
+
+
+async def _purge_expired(store: OAuthStore, interval_seconds: float) -> None:
+    """Delete expired authorization requests, codes and refresh tokens every ``interval_seconds``.
+
+    Failures are logged and retried at the next interval; they never stop the server.
+    """
+    while True:
+        await anyio.sleep(interval_seconds)
+        try:
+            removed = await store.purge_expired(datetime.now(UTC))
+        except Exception:  # a store outage must not end the server; /readyz reports it
+            logger.warning("purging expired OAuth records failed", exc_info=True)
+            continue
+        if removed:
+            logger.debug("purged %d expired OAuth records", removed)
 
 
 def _client_metadata_resolver(settings: Settings) -> ClientMetadataResolver | None:
