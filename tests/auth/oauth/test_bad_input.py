@@ -113,6 +113,33 @@ async def test_redirect_uri_mismatch_at_authorize_shows_a_page_and_does_not_redi
     assert await oauth.store.list_grants() == []
 
 
+async def test_loopback_redirect_uri_matches_on_any_port_only(oauth: OAuthServer, browser: Browser) -> None:
+    """RFC 8252 §7.3: a loopback redirect URI may name any port at request time; nothing else may differ."""
+    client = await browser.register(redirect_uris=[CALLBACK, "http://localhost:9/cb"])
+    verifier, challenge = pkce()
+    for other_port in ("http://127.0.0.1:53123/callback", "http://localhost:61000/cb"):
+        code = await browser.code(client["client_id"], challenge, ["alpha"], redirect_uri=other_port)
+        response = await browser.exchange(client["client_id"], code, verifier, redirect_uri=other_port)
+        assert response.status_code == 200, response.text
+    for refused in (
+        "https://127.0.0.1:53123/callback",  # another scheme
+        "http://127.0.0.1:53123/callback/x",  # another path
+        "http://127.0.0.1:53123/callback?next=x",  # another query
+        "http://localhost:61000/callback",  # a path registered for the other host
+        "http://127.0.0.2:9/callback",  # another host
+    ):
+        response = await browser.authorize(
+            response_type="code",
+            client_id=client["client_id"],
+            redirect_uri=refused,
+            code_challenge=challenge,
+            code_challenge_method="S256",
+            state="s",
+        )
+        assert response.status_code == 400, refused
+        assert "location" not in response.headers
+
+
 async def test_unknown_client_gets_an_error_page_not_a_redirect(browser: Browser) -> None:
     _, challenge = pkce()
     for client_id in ("no-such-client", ""):

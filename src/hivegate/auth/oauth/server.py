@@ -67,7 +67,13 @@ from mcp.server.auth.provider import (
 )
 from mcp.server.auth.settings import ClientRegistrationOptions
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, RequestBodyLimitMiddleware
-from mcp.shared.auth import InvalidScopeError, OAuthClientInformationFull, OAuthMetadata, OAuthToken
+from mcp.shared.auth import (
+    InvalidRedirectUriError,
+    InvalidScopeError,
+    OAuthClientInformationFull,
+    OAuthMetadata,
+    OAuthToken,
+)
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from pydantic import AnyUrl, ConfigDict, TypeAdapter, ValidationError
 from starlette.datastructures import FormData
@@ -155,6 +161,31 @@ class _GatewayClient(OAuthClientInformationFull):
             if scope not in scopes:
                 scopes.append(scope)
         return scopes
+
+    def validate_redirect_uri(self, redirect_uri: AnyUrl | None) -> AnyUrl:
+        """The SDK's exact match, except that a loopback ``http`` redirect URI matches on any port.
+
+        Spec: RFC 8252 §7.3 ("The authorization server MUST allow any port to be specified at the
+        time of the request for loopback IP redirect URIs"); OAuth 2.1 §8.4.2. Scheme, host, path
+        and query must still be identical, so nothing can redirect off the user's machine.
+        """
+        if redirect_uri is not None and _is_loopback_http(redirect_uri):
+            for registered in self.redirect_uris or ():
+                if _is_loopback_http(registered) and _without_port(registered) == _without_port(redirect_uri):
+                    return redirect_uri
+        return super().validate_redirect_uri(redirect_uri)
+
+
+_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "[::1]", "::1", "localhost"})
+
+
+def _is_loopback_http(uri: AnyUrl) -> bool:
+    """An ``http`` URI on a loopback host (RFC 8252 §7.3; ``localhost`` too, as MCP clients use it, §8.3)."""
+    return uri.scheme == "http" and uri.host in _LOOPBACK_HOSTS
+
+
+def _without_port(uri: AnyUrl) -> tuple[str, str | None, str | None, str | None]:
+    return (uri.scheme, uri.host, uri.path, uri.query)
 
 
 class _Code(AuthorizationCode):
@@ -709,10 +740,11 @@ class AuthorizationServer:
         registered = [str(uri) for uri in client.redirect_uris or ()]
         if raw is not None:
             try:
-                normalized = str(_URL.validate_python(raw)) if isinstance(raw, str) else None
-            except ValidationError:
-                normalized = None
-            if normalized not in registered:
+                client.validate_redirect_uri(AnyUrl(raw) if isinstance(raw, str) else None)
+                accepted = isinstance(raw, str)
+            except (ValidationError, InvalidRedirectUriError):
+                accepted = False
+            if not accepted:
                 return self._error_page(
                     request, "Invalid redirect URI", "The redirect URI is not registered for this application.", 400
                 )
