@@ -25,6 +25,7 @@ default_page_size = 7
 [[agents]]
 id = "echo"
 name = "Echo"
+owner = "alice"
 """
 
 

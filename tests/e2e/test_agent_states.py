@@ -19,18 +19,24 @@ CONFIG = """
 [[agents]]
 id = "quiet"
 name = "Quiet"
+owner = "alice"
+auth = "none"
 mcp_enabled = false
 backend = { type = "python", callable = "echo_agent:reply" }
 
 [[agents]]
 id = "quiet-broken"
 name = "Quiet and broken"
+owner = "alice"
+auth = "none"
 mcp_enabled = false
 backend = { type = "python", callable = "no_such_module_anywhere:reply" }
 
 [[agents]]
 id = "broken"
 name = "Broken"
+owner = "alice"
+auth = "none"
 backend = { type = "python", callable = "no_such_module_anywhere:reply" }
 """
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -75,7 +81,7 @@ def test_unloadable_backend_is_503_without_details(gateway: GatewayProcess) -> N
 
 def test_serve_refuses_an_invalid_agents_file(tmp_path: Path) -> None:
     config = tmp_path / "bad.toml"
-    config.write_text('[[agents]]\nid = "has spaces"\nname = "x"\n', encoding="utf-8")
+    config.write_text('[[agents]]\nid = "has spaces"\nname = "x"\nowner = "alice"\n', encoding="utf-8")
     result = subprocess.run(
         [sys.executable, "-m", "hivegate", "serve", "--config", str(config), "--port", "0", "--dev"],
         capture_output=True,

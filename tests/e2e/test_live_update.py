@@ -23,6 +23,8 @@ AGENT = """
 [[agents]]
 id = "echo"
 name = "Echo"
+owner = "alice"
+auth = "none"
 backend = {{ type = "python", callable = "echo_agent:reply" }}
 {extra}
 """

@@ -26,6 +26,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
 [[agents]]
 id = "many"
 name = "Many"
+owner = "alice"
+auth = "none"
 
 [[agents.prompts]]
 name = "pick"

@@ -35,7 +35,8 @@ def _agent_toml(agent_id: str) -> str:
         f'[[agents.resource_templates]]\nuri_template = "{t}"\nname = "t{i}"\ntext = "{{x}}"\n\n'
         for i, t in enumerate(TEMPLATES)
     )
-    return f'[[agents]]\nid = "{agent_id}"\nname = "Paged"\npage_size = 1\n\n{resources}{prompts}{templates}'
+    header = f'[[agents]]\nid = "{agent_id}"\nname = "Paged"\nowner = "alice"\nauth = "none"\npage_size = 1\n\n'
+    return header + resources + prompts + templates
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,7 @@ def tree(tmp_path: Path) -> Path:
 
 
 def _spec(**fields: Any) -> AgentSpec:
-    return AgentSpec.model_validate({"id": "files", "name": "Files", **fields})
+    return AgentSpec.model_validate({"id": "files", "name": "Files", "owner": "alice", **fields})
 
 
 def _catalog(root: Path, **fields: Any) -> ResourceCatalog:

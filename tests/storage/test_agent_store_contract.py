@@ -33,7 +33,7 @@ WAIT_SECONDS = 30
 
 
 def agent(agent_id: str, description: str = "") -> AgentSpec:
-    return AgentSpec(id=agent_id, name=agent_id.title(), description=description)
+    return AgentSpec(id=agent_id, name=agent_id.title(), description=description, owner="alice")
 
 
 def rich_agent() -> AgentSpec:
@@ -43,6 +43,7 @@ def rich_agent() -> AgentSpec:
             "id": "notes",
             "name": "Notes",
             "owner": "team-a",
+            "auth": "none",
             "skills": [
                 {
                     "id": "summarize",
