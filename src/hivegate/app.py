@@ -4,6 +4,7 @@ Routes:
 
 - ``/{agentId}/mcp`` and its alias ``/agents/{agentId}/mcp``: the agent's MCP server (both eras),
   behind the credential gate (:mod:`hivegate.auth.gate`);
+- ``/mcp``: the user-level MCP endpoint, every agent the caller may use (:mod:`hivegate.mcp.user_endpoint`);
 - ``/oauth/*`` and ``/.well-known/*``: the OAuth authorization server and the protected-resource
   metadata (:mod:`hivegate.auth.oauth.server`);
 - ``/healthz``: the process is alive (200 ``{"status":"ok"}``);
@@ -36,6 +37,7 @@ from hivegate.auth.resolver import CredentialResolver
 from hivegate.auth.tokens import TokenCodec
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.routes import McpEndpoint
+from hivegate.mcp.user_endpoint import UserEndpoint
 from hivegate.settings import Settings
 from hivegate.storage import AgentStore, create_agent_store
 from hivegate.storage.credentials import MEMORY_URL, CredentialStore, create_credential_store
@@ -107,10 +109,15 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Hivega
         holder["gateway"] = gateway
         app.state.gateway = gateway
         try:
-            async with host.running(), anyio.create_task_group() as tg:
+            async with (
+                host.running(),
+                UserEndpoint(host, settings, gate).running() as user_endpoint,
+                anyio.create_task_group() as tg,
+            ):
                 tg.start_soon(registry.poll, settings.database.poll_interval_seconds)
                 tg.start_soon(_purge_expired, oauth, PURGE_INTERVAL_SECONDS)
                 endpoint.bind(host, gate)
+                user_routes.bind(Router(routes=[Route("/mcp", user_endpoint)]))
                 yield
                 tg.cancel_scope.cancel()
         finally:
@@ -123,6 +130,7 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Hivega
 
     endpoint = _LateEndpoint(settings)
     auth_routes = _LateRouter()
+    user_routes = _LateRouter()
 
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
@@ -144,6 +152,7 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Hivega
         Route("/readyz", readyz, methods=["GET"]),
         Route("/{agent_id}/mcp", endpoint),
         Route("/agents/{agent_id}/mcp", endpoint),
+        Route("/mcp", user_routes),
     ]
     return HivegateApp(Starlette(routes=routes, lifespan=lifespan), endpoint, auth_routes)
 

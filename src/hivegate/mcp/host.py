@@ -60,6 +60,11 @@ class AgentHost:
                 tg.cancel_scope.cancel()
         self._task_group = None
 
+    @property
+    def registry(self) -> AgentRegistry:
+        """The registry the runtimes follow (the user-level endpoint lists and watches agents through it)."""
+        return self._registry
+
     def cached(self, agent_id: str) -> AgentRuntime | None:
         """The runtime of ``agent_id`` if already built (no I/O)."""
         return self._runtimes.get(agent_id)

@@ -10,16 +10,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from hivegate.auth.gate import EndpointGate
 from hivegate.auth.principal import principal_scope
-from hivegate.errors import (
-    AgentNotFoundError,
-    BatchNotSupportedError,
-    GatewayError,
-)
+from hivegate.errors import AgentNotFoundError, GatewayError
 from hivegate.mcp.fastpath import fast_candidate, serve_fast
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.legacy_fastpath import legacy_candidate, serve_legacy_fast
@@ -28,13 +23,10 @@ from hivegate.mcp.runtime import AgentRuntime
 from hivegate.mcp.transport import (
     HostPolicy,
     accepts_json_and_sse,
-    check_accept,
-    check_content_type,
-    check_jsonrpc_envelope,
-    decode_headers,
-    parse_json,
-    read_body,
-    replay_receive,
+    is_modern,
+    read_mcp_post,
+    request_headers,
+    without_session_header_on_error,
 )
 from hivegate.settings import Settings
 
@@ -60,12 +52,7 @@ class McpEndpoint:
             await jsonrpc_error_response(exc)(scope, receive, send)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
-        pairs = decode_headers(scope)
-        headers: dict[str, str] = {}
-        for name, value in pairs:
-            # The first of repeated lines wins, as in the SDK's era routing (a repeated routing
-            # header is refused with -32020 on the modern wire).
-            headers.setdefault(name, value)
+        pairs, headers = request_headers(scope)
         self._policy.check(headers)
         agent_id: str = scope["path_params"]["agent_id"]
         principal = await self._gate.admit_agent(agent_id, self._host.spec(agent_id), scope["path"], pairs)
@@ -81,26 +68,17 @@ class McpEndpoint:
         pairs: list[tuple[str, str]],
         headers: dict[str, str],
     ) -> None:
-        # The SDK's routing rule: a handshake version or no version header is the legacy era.
-        version = headers.get("mcp-protocol-version")
-        modern = version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+        modern = is_modern(headers)
         body: bytes | None = None
         message: dict[str, Any] | None = None
         decoded: Any = None
         if scope["method"] == "POST":
-            check_content_type(headers)
-            body = await read_body(scope, receive, self._max_body_bytes, headers)
-            if body.lstrip()[:1] == b"[":
-                raise BatchNotSupportedError(
-                    "JSON-RPC batches are not supported: send one request per POST "
-                    "(batching existed only in MCP 2025-03-26 and was removed in 2025-06-18)"
-                )
+            post = await read_mcp_post(scope, receive, headers, self._max_body_bytes, modern=modern)
+            body, receive = post.body, post.receive
             if modern:
-                check_accept(headers)
-                decoded = parse_json(body)  # strict JSON: NaN / Infinity are -32700 here as on the legacy wire
+                decoded = post.decoded
             else:
-                message = check_jsonrpc_envelope(body)
-            receive = replay_receive(body, receive)
+                message = post.decoded
         runtime = await self._runtime(agent_id)
         if modern:
             if body is not None and self._fast_path:
@@ -115,7 +93,7 @@ class McpEndpoint:
                 return
             send = self._watch_legacy(runtime, headers, message, send)
         elif "mcp-session-id" not in headers:
-            send = _without_session_header_on_error(send)
+            send = without_session_header_on_error(send)
         elif scope["method"] == "DELETE":
             runtime.legacy_sessions.forget(headers["mcp-session-id"])
         await runtime.manager.handle_request(scope, receive, send)
@@ -126,7 +104,7 @@ class McpEndpoint:
         session_id = headers.get("mcp-session-id")
         method = message.get("method")
         if session_id is None:
-            send = _without_session_header_on_error(send)
+            send = without_session_header_on_error(send)
             if method == "initialize":
                 send = runtime.legacy_sessions.watch_initialize(message.get("params"), send)
         elif method == "notifications/initialized":
@@ -144,14 +122,3 @@ class McpEndpoint:
         if runtime is None:
             raise AgentNotFoundError(agent_id)
         return runtime
-
-
-def _without_session_header_on_error(send: Send) -> Send:
-    """Drop the ``Mcp-Session-Id`` the SDK mints on a refused opening request: no such session exists."""
-
-    async def filtered(message: Message) -> None:
-        if message["type"] == "http.response.start" and message["status"] >= 400:
-            message = {**message, "headers": [(k, v) for k, v in message["headers"] if k.lower() != b"mcp-session-id"]}
-        await send(message)
-
-    return filtered

@@ -6,7 +6,12 @@ Run before a request reaches the SDK or the lean path, so every refusal has the 
 - ``Host`` not allowed → 421; ``Origin`` present and not allowed → 403 (DNS-rebinding
   protection; Spec: MCP 2025-11-25 basic/transports#security-warning, "MUST validate Origin");
 - ``Content-Type`` of a POST not JSON → 415;
-- body larger than ``server.max_body_bytes`` → 413 (declared or streamed).
+- body larger than ``server.max_body_bytes`` → 413 (declared or streamed);
+- a JSON-RPC batch → 400 (batching existed only in 2025-03-26); a body that is not JSON or,
+  on the legacy wire, not one JSON-RPC message → -32700 / -32600.
+
+Shared by the agent endpoints (:mod:`hivegate.mcp.routes`) and the user-level endpoint
+(:mod:`hivegate.mcp.user_endpoint`).
 """
 
 from __future__ import annotations
@@ -14,12 +19,14 @@ from __future__ import annotations
 import fnmatch
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
-from starlette.types import Message, Receive, Scope
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.types import Message, Receive, Scope, Send
 
 from hivegate.errors import (
+    BatchNotSupportedError,
     ForbiddenOriginError,
     InvalidRequestError,
     MisdirectedRequestError,
@@ -31,14 +38,19 @@ from hivegate.errors import (
 
 __all__ = [
     "HostPolicy",
+    "McpPost",
     "accepts_json_and_sse",
     "check_accept",
     "check_content_type",
     "check_jsonrpc_envelope",
     "decode_headers",
+    "is_modern",
     "parse_json",
     "read_body",
+    "read_mcp_post",
     "replay_receive",
+    "request_headers",
+    "without_session_header_on_error",
 ]
 
 
@@ -244,3 +256,69 @@ def replay_receive(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+def request_headers(scope: Scope) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """The request's header lines (:func:`decode_headers`) and the same folded into a dict.
+
+    The first of repeated lines wins, as in the SDK's era routing (a repeated routing header is
+    refused with -32020 on the modern wire).
+    """
+    pairs = decode_headers(scope)
+    headers: dict[str, str] = {}
+    for name, value in pairs:
+        headers.setdefault(name, value)
+    return pairs, headers
+
+
+def is_modern(headers: Mapping[str, str]) -> bool:
+    """The SDK's era routing rule: a handshake version or no ``MCP-Protocol-Version`` is the legacy era."""
+    version = headers.get("mcp-protocol-version")
+    return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+class McpPost(NamedTuple):
+    """A checked POST body: ``decoded`` is the parsed JSON (modern) or the checked JSON-RPC message (legacy);
+    ``receive`` replays ``body`` to whoever reads the request next."""
+
+    body: bytes
+    decoded: Any
+    receive: Receive
+
+
+async def read_mcp_post(
+    scope: Scope, receive: Receive, headers: dict[str, str], max_body_bytes: int, *, modern: bool
+) -> McpPost:
+    """Check and read the body of an MCP POST.
+
+    Raises:
+        UnsupportedMediaTypeError: not ``application/json`` (415).
+        PayloadTooLargeError: larger than ``max_body_bytes`` (413).
+        BatchNotSupportedError: a JSON-RPC batch (400).
+        NotAcceptableError: a modern request that does not accept both JSON and SSE (406).
+        ParseError, InvalidRequestError: not JSON, or (legacy) not one JSON-RPC message.
+    """
+    check_content_type(headers)
+    body = await read_body(scope, receive, max_body_bytes, headers)
+    if body.lstrip()[:1] == b"[":
+        raise BatchNotSupportedError(
+            "JSON-RPC batches are not supported: send one request per POST "
+            "(batching existed only in MCP 2025-03-26 and was removed in 2025-06-18)"
+        )
+    if modern:
+        check_accept(headers)
+        decoded: Any = parse_json(body)  # strict JSON: NaN / Infinity are -32700 here as on the legacy wire
+    else:
+        decoded = check_jsonrpc_envelope(body)
+    return McpPost(body, decoded, replay_receive(body, receive))
+
+
+def without_session_header_on_error(send: Send) -> Send:
+    """Drop the ``Mcp-Session-Id`` the SDK mints on a refused opening request: no such session exists."""
+
+    async def filtered(message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] >= 400:
+            message = {**message, "headers": [(k, v) for k, v in message["headers"] if k.lower() != b"mcp-session-id"]}
+        await send(message)
+
+    return filtered
