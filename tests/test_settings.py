@@ -79,16 +79,39 @@ def test_keyword_overrides_beat_the_environment(config_file: Path, monkeypatch: 
     assert settings.server.host == "0.0.0.0"
 
 
+REAL_KEY = "a-real-key-of-at-least-thirty-two-bytes"
+
+
 def test_environment_lists_and_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HIVEGATE_SERVER__ALLOWED_HOSTS", '["a.example:*", "b.example"]')
-    monkeypatch.setenv("HIVEGATE_SECURITY__CURSOR_KEY", "a-real-key")
+    monkeypatch.setenv("HIVEGATE_SECURITY__CURSOR_KEY", REAL_KEY)
     settings = load_settings()
     assert settings.server.allowed_hosts == ("a.example:*", "b.example")
     assert isinstance(settings.security.cursor_key, SecretStr)
-    assert settings.security.cursor_key.get_secret_value() == "a-real-key"
-    assert "a-real-key" not in repr(settings)
-    assert not settings.uses_default_secret()
-    assert DEFAULT_SECRET != "a-real-key"
+    assert settings.security.cursor_key.get_secret_value() == REAL_KEY
+    assert REAL_KEY not in repr(settings)
+    assert settings.default_secrets() == ["security.token_signing_key"]
+    monkeypatch.setenv("HIVEGATE_SECURITY__TOKEN_SIGNING_KEY", REAL_KEY[::-1])
+    assert not load_settings().uses_default_secret()
+    assert DEFAULT_SECRET != REAL_KEY
+
+
+def test_short_secrets_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RFC 7518 §3.2: an HS256 key has at least 256 bits."""
+    monkeypatch.setenv("HIVEGATE_SECURITY__TOKEN_SIGNING_KEY", "too-short")
+    with pytest.raises(SettingsError) as refused:
+        load_settings()
+    assert "security.token_signing_key (env HIVEGATE_SECURITY__TOKEN_SIGNING_KEY)" in str(refused.value)
+    assert "32 bytes" in str(refused.value)
+
+
+def test_public_url_is_the_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings(server={"port": 9000}).base_url() == "http://127.0.0.1:9000"
+    monkeypatch.setenv("HIVEGATE_SERVER__PUBLIC_URL", "https://gw.example.com/")
+    assert load_settings().base_url() == "https://gw.example.com"
+    monkeypatch.setenv("HIVEGATE_SERVER__PUBLIC_URL", "gw.example.com")
+    with pytest.raises(SettingsError, match=r"server\.public_url"):
+        load_settings()
 
 
 @pytest.mark.parametrize("value", ["not-a-number", "70000", "-1"])

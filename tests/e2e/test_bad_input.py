@@ -323,15 +323,18 @@ async def test_oversized_body_is_413(client: httpx.AsyncClient) -> None:
     await assert_healthy(client)
 
 
-async def test_unknown_agent_is_404(client: httpx.AsyncClient) -> None:
+async def test_unknown_agent_without_credentials_is_401_like_any_protected_agent(client: httpx.AsyncClient) -> None:
+    """An unknown agent answers an anonymous caller like an existing protected one, so existence does
+    not leak (the 404 for a caller with credentials is in tests/e2e/test_auth_matrix.py)."""
     for path in ("/nobody/mcp", "/agents/nobody/mcp"):
         response = await post_modern(client, path, "tools/list")
-        assert_error(response, 404, INVALID_REQUEST, data_code="agent_not_found", request_id=None)
+        assert_error(response, 401, INVALID_REQUEST, data_code="unauthorized", request_id=None)
+        assert f'oauth-protected-resource{path}"' in response.headers["www-authenticate"]
         initialize = initialize_payload("2025-11-25", request_id=1)
         response = await client.post(path, content=json.dumps(initialize), headers=JSON_HEADERS)
-        assert_error(response, 404, INVALID_REQUEST, data_code="agent_not_found", request_id=None)
+        assert_error(response, 401, INVALID_REQUEST, data_code="unauthorized", request_id=None)
         response = await client.get(path, headers={"Accept": "text/event-stream"})
-        assert_error(response, 404, INVALID_REQUEST, data_code="agent_not_found", request_id=None)
+        assert_error(response, 401, INVALID_REQUEST, data_code="unauthorized", request_id=None)
     await assert_healthy(client)
 
 

@@ -43,5 +43,5 @@ def test_busy_port_exits_3_without_traceback() -> None:
             cwd=ROOT,
         )
     assert result.returncode == 3
-    assert "address already in use" in result.stderr
+    assert "address already in use" in result.stderr.lower()
     assert "Traceback" not in result.stderr + result.stdout
