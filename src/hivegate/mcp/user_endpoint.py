@@ -58,7 +58,7 @@ from hivegate.agents.model import CacheableMethod
 from hivegate.agents.registry import AgentChange
 from hivegate.auth.gate import EndpointGate
 from hivegate.auth.principal import Principal, current_principal, principal_scope
-from hivegate.errors import GatewayError
+from hivegate.errors import GatewayError, InternalError
 from hivegate.mcp.event_store import MemoryEventStore
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.pagination import CursorCodec
@@ -287,6 +287,8 @@ class UserEndpoint:
         pairs, headers = request_headers(scope)
         self._policy.check(headers)
         principal = await self._gate.admit_user(scope["path"], pairs)
+        if principal.user_id is None:  # never for a user credential; sessions are bound to this id
+            raise InternalError("the credential names no user")
         with principal_scope(principal):
             modern = is_modern(headers)
             if scope["method"] == "POST":
