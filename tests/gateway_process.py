@@ -54,9 +54,15 @@ def run_gateway(
     database_url: str = "memory://",
     extra_args: Sequence[str] = (),
     env: dict[str, str] | None = None,
+    dev: bool = True,
 ) -> Generator[GatewayProcess]:
-    """Start ``hivegate serve`` with ``config`` on port 0 and yield it once it listens; stop it afterwards."""
-    args = [sys.executable, "-m", "hivegate", "serve", "--port", "0", "--dev", "--database-url", database_url]
+    """Start ``hivegate serve`` with ``config`` on port 0 and yield it once it listens; stop it afterwards.
+
+    ``dev=False`` runs without ``--dev``: the environment must then carry real secrets.
+    """
+    args = [sys.executable, "-m", "hivegate", "serve", "--port", "0", "--database-url", database_url]
+    if dev:
+        args.append("--dev")
     if config is not None:
         args += ["--config", str(config)]
     args += list(extra_args)

@@ -7,6 +7,7 @@ different task") — "Application shutdown failed" with a traceback.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -45,3 +46,32 @@ def test_busy_port_exits_3_without_traceback() -> None:
     assert result.returncode == 3
     assert "address already in use" in result.stderr.lower()
     assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_serve_refuses_default_secrets_outside_dev() -> None:
+    """Issue 3 item 7: the development secrets are refused unless ``--dev``; the message names each one."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("HIVEGATE_SECURITY__")}
+    result = subprocess.run(
+        [sys.executable, "-m", "hivegate", "serve", "--port", "0", "--database-url", "memory://"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "COLUMNS": "250"},
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "security.cursor_key (env HIVEGATE_SECURITY__CURSOR_KEY)" in result.stderr
+    assert "security.token_signing_key (env HIVEGATE_SECURITY__TOKEN_SIGNING_KEY)" in result.stderr
+    assert "listening" not in result.stdout
+    assert "Traceback" not in result.stderr
+
+
+async def test_serve_starts_without_dev_when_the_secrets_are_set() -> None:
+    env = {
+        "HIVEGATE_SECURITY__CURSOR_KEY": "cursor-key-" + "c" * 32,
+        "HIVEGATE_SECURITY__TOKEN_SIGNING_KEY": "signing-key-" + "s" * 32,
+    }
+    with run_gateway(ROOT / "examples" / "hivegate.toml", env=env, dev=False) as gateway:
+        async with Client(f"{gateway.url}/echo/mcp", mode="legacy") as client:
+            assert [tool.name for tool in (await client.list_tools()).tools] == ["echo", "shout"]

@@ -37,7 +37,8 @@ def serve(
     if defaults and not dev:
         names = ", ".join(f"{name} (env HIVEGATE_{name.replace('.', '__').upper()})" for name in defaults)
         err_console.print(
-            f"[red]error:[/red] {names} still has the development default. Set a random secret of at least "
+            f"[red]error:[/red] {names} still {'has' if len(defaults) == 1 else 'have'} the development default. "
+            "Set a random secret of at least "
             "32 bytes (`openssl rand -hex 32`), or pass --dev for local development."
         )
         raise typer.Exit(2)
