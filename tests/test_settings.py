@@ -105,6 +105,15 @@ def test_short_secrets_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "32 bytes" in str(refused.value)
 
 
+@pytest.mark.parametrize("suffix", ["\\u0000", "\\n", " "])
+def test_secrets_with_control_characters_are_refused(tmp_path: Path, suffix: str) -> None:
+    """A trailing NUL would make HMAC sign exactly like the published default (HMAC pads keys with zeros)."""
+    config = tmp_path / "secrets.toml"
+    config.write_text(f'[security]\ntoken_signing_key = "{DEFAULT_SECRET}{suffix}"\n', encoding="utf-8")
+    with pytest.raises(SettingsError, match="control characters"):
+        load_settings(config)
+
+
 def test_public_url_is_the_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
     assert load_settings(server={"port": 9000}).base_url() == "http://127.0.0.1:9000"
     monkeypatch.setenv("HIVEGATE_SERVER__PUBLIC_URL", "https://gw.example.com/")

@@ -224,7 +224,7 @@ class HivegateApp:
                 scope["path_params"] = {"agent_id": parts[1]}
                 await self._endpoint(scope, receive, send)
                 return
-            if parts[1] in ("oauth", ".well-known"):
+            if len(parts) > 1 and parts[1] in ("oauth", ".well-known"):
                 await self._auth_routes(scope, receive, send)
                 return
         await self._app(scope, receive, send)

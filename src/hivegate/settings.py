@@ -89,7 +89,11 @@ class McpSettings(_Group):
 
 
 def _long_enough(value: SecretStr) -> SecretStr:
-    if len(value.get_secret_value().encode()) < MIN_SECRET_BYTES:
+    secret = value.get_secret_value()
+    if not secret.isprintable() or secret != secret.strip():
+        # HMAC pads keys with NUL bytes: "default\0" would sign exactly like the public default.
+        raise ValueError("must be printable, without control characters or surrounding whitespace")
+    if len(secret.encode()) < MIN_SECRET_BYTES:
         raise ValueError(f"must be at least {MIN_SECRET_BYTES} bytes (e.g. `openssl rand -hex 32`)")
     return value
 

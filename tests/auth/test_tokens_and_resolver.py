@@ -91,7 +91,8 @@ def test_alg_none_other_algorithms_and_other_types_are_refused() -> None:
     hs512 = jwt.encode(claims, KEY, algorithm="HS512", headers={"typ": "at+jwt"})
     id_token = jwt.encode(claims, KEY, algorithm="HS256", headers={"typ": "JWT"})
     missing_gid = jwt.encode({k: v for k, v in claims.items() if k != "gid"}, KEY, "HS256", headers={"typ": "at+jwt"})
-    for token in (unsigned, hs512, id_token, missing_gid):
+    padded = _mint(_codec()) + "="  # one spelling per token: padding is not base64url (RFC 7515 §2)
+    for token in (unsigned, hs512, id_token, missing_gid, padded):
         with pytest.raises(InvalidAccessToken):
             _codec().verify(token)
 
@@ -120,8 +121,21 @@ def test_presented_credential(headers: list[tuple[str, str]], expected: str | No
         [("authorization", "Bearer")],
         [("authorization", "Bearer a b")],
         [("x-agent-api-key", " ")],
+        [("authorization", "Bearer " + "a" * 9000)],
+        [("authorization", f"Bearer {OAG}\xa0")],
+        [("x-agent-api-key", OAG)],
     ],
-    ids=["two-credentials", "repeated-different", "basic", "no-token", "space-in-token", "empty-key-header"],
+    ids=[
+        "two-credentials",
+        "repeated-different",
+        "basic",
+        "no-token",
+        "space-in-token",
+        "empty-key-header",
+        "too-long",
+        "nbsp-is-not-whitespace",
+        "user-key-in-agent-key-header",
+    ],
 )
 def test_malformed_or_ambiguous_headers_are_invalid_request(headers: list[tuple[str, str]]) -> None:
     with pytest.raises(AuthenticationError) as caught:

@@ -12,6 +12,7 @@ RFC 6750 §3, RFC 8707 §2 (audience), RFC 9728 §5.1 (``resource_metadata``).
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -370,3 +371,29 @@ def test_revocation_takes_effect_on_a_running_server(world: World) -> None:
             await credentials.close()
 
     anyio.run(scenario)
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/%E2%98%83/mcp", "/%FF/mcp", "/a%0d%0aSet-Cookie:%20x=1/mcp", "/x%22,%20resource_metadata=%22https:evil/mcp"],
+)
+def test_impossible_agent_ids_are_404_and_never_reach_a_header(world: World, path: str) -> None:
+    """An id no agent can have is 404 for everyone, before credentials (nothing leaks, nothing is echoed)."""
+    response = httpx.post(world.gateway.url + path, content=json.dumps(LIST_TOOLS), headers={**ACCEPT, **MODERN})
+    assert response.status_code == 404
+    assert response.json()["error"]["data"]["code"] == "agent_not_found"
+    assert "www-authenticate" not in response.headers
+    assert "set-cookie" not in response.headers
+
+
+def test_asterisk_form_request_is_answered_not_crashed(world: World) -> None:
+    """``OPTIONS *`` (RFC 9112 §3.2.4) has no path segments; it must not reach the routing code as one."""
+    url = httpx.URL(world.gateway.url)
+    assert url.port is not None
+    with socket.create_connection((url.host, url.port), timeout=10) as conn:
+        conn.sendall(b"OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        reply = b""
+        while chunk := conn.recv(65536):
+            reply += chunk
+    status_line = reply.split(b"\r\n", 1)[0]
+    assert status_line.startswith(b"HTTP/1.1 4"), reply[:200]

@@ -18,11 +18,12 @@ made by another process takes effect within that time; only successful resolutio
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from hivegate.auth.api_keys import KeyKind, parse_api_key
+from hivegate.auth.api_keys import AGENT_KEY_PREFIX, KeyKind, parse_api_key
 from hivegate.auth.principal import CredentialKind, Principal, agent_scope
 from hivegate.auth.tokens import InvalidAccessToken, TokenCodec
 from hivegate.errors import AuthenticationError
@@ -30,6 +31,15 @@ from hivegate.storage.credentials import CredentialStore
 from hivegate.storage.oauth import OAuthStore
 
 __all__ = ["CredentialResolver", "presented_credential"]
+
+MAX_CREDENTIAL_LENGTH = 8192
+"""Longest credential header value looked at (access tokens are well under 2 KiB); longer is refused unread."""
+
+_OWS = " \t"
+"""Optional whitespace around a field value (RFC 9110 §5.6.3); nothing else is stripped."""
+
+_TOKEN68 = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+"""RFC 6750 §2.1 ``b64token``: what a bearer credential may contain."""
 
 _MAX_CACHE_ENTRIES = 10_000
 _TOUCH_INTERVAL_SECONDS = 60.0
@@ -47,17 +57,19 @@ def presented_credential(headers: Iterable[tuple[str, str]]) -> str | None:
     found: set[str] = set()
     for name, value in headers:
         if name == "authorization":
-            scheme, _, token = value.strip().partition(" ")
-            token = token.strip()
-            if scheme.lower() != "bearer" or not token or any(c.isspace() for c in token):
+            if len(value) > MAX_CREDENTIAL_LENGTH:
+                raise AuthenticationError("the Authorization header is too long", oauth_error="invalid_request")
+            scheme, _, token = value.strip(_OWS).partition(" ")
+            token = token.strip(_OWS)
+            if scheme.lower() != "bearer" or _TOKEN68.fullmatch(token) is None:
                 raise AuthenticationError(
                     "the Authorization header must be 'Bearer <token>'", oauth_error="invalid_request"
                 )
             found.add(token)
         elif name == "x-agent-api-key":
-            token = value.strip()
-            if not token:
-                raise AuthenticationError("the X-Agent-API-Key header is empty", oauth_error="invalid_request")
+            token = value.strip(_OWS)
+            if len(token) > MAX_CREDENTIAL_LENGTH or not token.startswith(AGENT_KEY_PREFIX):
+                raise AuthenticationError("X-Agent-API-Key takes a bak_ agent key", oauth_error="invalid_request")
             found.add(token)
     if len(found) > 1:
         raise AuthenticationError(

@@ -9,6 +9,7 @@ the granted agents' endpoint URLs, plus the user-level endpoint when asked for),
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from collections.abc import Sequence
@@ -19,6 +20,8 @@ import jwt
 __all__ = ["AccessTokenClaims", "InvalidAccessToken", "TokenCodec"]
 
 _ALGORITHM = "HS256"
+_COMPACT_JWS = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
+"""RFC 7515 §7.1 compact serialization with unpadded base64url parts (RFC 7515 §2)."""
 _REQUIRED = ["iss", "sub", "aud", "exp", "iat", "jti", "client_id", "scope", "gid"]
 
 
@@ -86,6 +89,8 @@ class TokenCodec:
         Raises:
             InvalidAccessToken: with a reason safe to show the client.
         """
+        if _COMPACT_JWS.fullmatch(token) is None:  # one spelling per token: no padding, no other characters
+            raise InvalidAccessToken("the access token is invalid")
         try:
             header = jwt.get_unverified_header(token)
             if header.get("typ") not in ("at+jwt", "application/at+jwt"):

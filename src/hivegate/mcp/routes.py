@@ -8,10 +8,12 @@ manager, which serves both protocol eras on the one URL.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
+from hivegate.agents.model import AGENT_ID_PATTERN
 from hivegate.auth.gate import EndpointGate
 from hivegate.auth.principal import principal_scope
 from hivegate.errors import AgentNotFoundError, GatewayError
@@ -34,6 +36,8 @@ __all__ = ["McpEndpoint"]
 
 logger = logging.getLogger(__name__)
 
+_AGENT_ID = re.compile(AGENT_ID_PATTERN)
+
 
 class McpEndpoint:
     """ASGI app for ``/{agentId}/mcp``; reads ``agent_id`` from the route's path params."""
@@ -55,6 +59,9 @@ class McpEndpoint:
         pairs, headers = request_headers(scope)
         self._policy.check(headers)
         agent_id: str = scope["path_params"]["agent_id"]
+        if _AGENT_ID.fullmatch(agent_id) is None:
+            # No agent can have this id, so a 404 leaks nothing; and the id never reaches a header.
+            raise AgentNotFoundError(agent_id[:64])
         principal = await self._gate.admit_agent(agent_id, self._host.spec(agent_id), scope["path"], pairs)
         with principal_scope(principal):
             await self._serve_admitted(scope, receive, send, agent_id, pairs, headers)
