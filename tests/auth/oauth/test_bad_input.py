@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime, timedelta
 
+import anyio
 import pytest
 
 from hivegate.storage.oauth import AuthorizationCodeRecord, AuthorizationRequestRecord
@@ -447,6 +448,26 @@ async def test_sign_in_is_throttled_per_username(oauth: OAuthServer, browser: Br
     pending = await oauth.store.get_request(request_id, datetime.now(UTC))
     assert pending is not None
     assert pending.user_id is None
+
+
+async def test_parallel_sign_ins_cannot_outrun_the_throttle(oauth: OAuthServer, browser: Browser) -> None:
+    """Attempts are counted before the (slow) password check, so a burst gets at most MAX_FAILURES checks."""
+    request_id, csrf = await _sign_in_page(browser)
+    statuses: list[int] = []
+
+    async def attempt(password: str) -> None:
+        response = await browser.http.post(
+            "/oauth/login", data={"request": request_id, "csrf": csrf, "username": "alice", "password": password}
+        )
+        statuses.append(response.status_code)
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            for index in range(MAX_FAILURES * 3):
+                tg.start_soon(attempt, f"guess-{index}")
+    assert len(statuses) == MAX_FAILURES * 3
+    assert statuses.count(401) == MAX_FAILURES
+    assert statuses.count(429) == MAX_FAILURES * 2
 
 
 async def test_sign_in_is_throttled_per_client_address(oauth: OAuthServer, browser: Browser) -> None:

@@ -869,11 +869,11 @@ class AuthorizationServer:
             return again(
                 f"Too many failed sign-in attempts. Try again in {wait} seconds.", 429, {"Retry-After": str(wait)}
             )
+        attempt = self.throttle.record_failure(username, address)  # counted before the (slow) check: no race
         user = await self._check_password(username, password)
         if user is None:
-            self.throttle.record_failure(username, address)
             return again("Invalid username or password.", 401)
-        self.throttle.record_success(username)
+        self.throttle.record_success(username, address, attempt)
         if not await self._store.bind_request(request_id, user.id, _digest(browser)):
             return self._expired_page(request)
         response = RedirectResponse(f"{self._consent_path}?{urlencode({'request': request_id})}", status_code=303)

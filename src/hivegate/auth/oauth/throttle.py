@@ -60,8 +60,13 @@ class LoginThrottle:
         waits = [wait for key in self._keys(username, address) if (wait := self._wait(key, now)) is not None]
         return max(1, math.ceil(max(waits))) if waits else None
 
-    def record_failure(self, username: str, address: str | None) -> None:
-        """Count one failed sign-in for the username and for the address."""
+    def record_failure(self, username: str, address: str | None) -> float:
+        """Count one failed sign-in for the username and for the address; returns its time.
+
+        The sign-in page counts every attempt as a failure *before* checking the password, so
+        parallel attempts cannot all pass :meth:`retry_after` before any is counted; a correct
+        password then takes its attempt back with :meth:`record_success`.
+        """
         now = self._clock()
         for key in self._keys(username, address):
             failures = self._failures.get(key)
@@ -71,10 +76,15 @@ class LoginThrottle:
                 self._failures[key] = failures
             failures.append(now)
             self._failures.move_to_end(key)
+        return now
 
-    def record_success(self, username: str) -> None:
-        """Forget the username's failures (its address's stay)."""
+    def record_success(self, username: str, address: str | None = None, attempt: float | None = None) -> None:
+        """Forget the username's failures; the address's stay, except the successful ``attempt`` itself."""
         self._failures.pop(self._keys(username, None)[0], None)
+        if address and attempt is not None:
+            failures = self._failures.get(f"addr:{address}")
+            if failures is not None and attempt in failures:
+                failures.remove(attempt)
 
     def _wait(self, key: str, now: float) -> float | None:
         failures = self._failures.get(key)
