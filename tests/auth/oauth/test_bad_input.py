@@ -634,3 +634,46 @@ async def test_unknown_consent_action_is_refused(oauth: OAuthServer, browser: Br
     response = await browser.consent(request_id, ["alpha"], action="maybe", csrf=csrf)
     assert response.status_code == 400
     assert await oauth.store.get_request(request_id, datetime.now(UTC)) is not None
+
+
+async def test_unreadable_forms_are_400_not_500(oauth: OAuthServer, browser: Browser) -> None:
+    """RFC 6749 §5.2 ``invalid_request`` for bodies that are not a readable form."""
+    multipart = await browser.http.post("/oauth/token", files={"f": ("x.txt", b"data")})
+    no_boundary = await browser.http.post(
+        "/oauth/login", content=b"a=1", headers={"Content-Type": "multipart/form-data"}
+    )
+    too_many_fields = await browser.http.post(
+        "/oauth/revoke",
+        content="&".join(f"a{i}=1" for i in range(2500)).encode(),
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    for response in (multipart, no_boundary, too_many_fields):
+        assert response.status_code == 400, response.text
+        assert response.json()["error"] == "invalid_request", (response.request.url, response.text)
+    assert await oauth.store.list_grants() == []
+
+
+async def test_loopback_redirect_uri_with_a_fragment_is_refused(browser: Browser) -> None:
+    """RFC 6749 §3.1.2: the redirection endpoint URI MUST NOT include a fragment, on any port."""
+    client = await browser.register()
+    _, challenge = pkce()
+    response = await browser.authorize(
+        response_type="code",
+        client_id=client["client_id"],
+        redirect_uri=f"{CALLBACK}#frag",
+        code_challenge=challenge,
+        code_challenge_method="S256",
+        state="s",
+    )
+    assert response.status_code == 400
+    assert "location" not in response.headers
+
+
+@pytest.mark.parametrize("name", ["x" * 201, "Claude\u202eedoc", "bell\x07", "new\nline"])
+async def test_registration_refuses_client_names_that_could_mislead(browser: Browser, name: str) -> None:
+    response = await browser.http.post(
+        "/oauth/register",
+        json={"client_name": name, "redirect_uris": [CALLBACK], "token_endpoint_auth_method": "none"},
+    )
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_client_metadata"

@@ -77,6 +77,8 @@ from mcp.shared.auth import (
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from pydantic import AnyUrl, ConfigDict, TypeAdapter, ValidationError
 from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -169,11 +171,32 @@ class _GatewayClient(OAuthClientInformationFull):
         time of the request for loopback IP redirect URIs"); OAuth 2.1 §8.4.2. Scheme, host, path
         and query must still be identical, so nothing can redirect off the user's machine.
         """
-        if redirect_uri is not None and _is_loopback_http(redirect_uri):
+        if redirect_uri is not None and redirect_uri.fragment is None and _is_loopback_http(redirect_uri):
             for registered in self.redirect_uris or ():
                 if _is_loopback_http(registered) and _without_port(registered) == _without_port(redirect_uri):
                     return redirect_uri
         return super().validate_redirect_uri(redirect_uri)
+
+
+MAX_CLIENT_NAME_LENGTH = 200
+"""Longest ``client_name`` accepted (it is shown on the sign-in and consent pages)."""
+
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def client_name_problem(name: str | None) -> str | None:
+    """Why ``client_name`` cannot be shown to users, or None when it can (or is absent).
+
+    Control characters and bidirectional overrides could disguise the name on the consent page
+    (MCP security best practices, "Confused Deputy"; RFC 7591 §5 on display names).
+    """
+    if name is None:
+        return None
+    if len(name) > MAX_CLIENT_NAME_LENGTH:
+        return f"client_name is longer than {MAX_CLIENT_NAME_LENGTH} characters"
+    if any(not char.isprintable() or char in _BIDI_CONTROLS for char in name):
+        return "client_name contains control or bidirectional-override characters"
+    return None
 
 
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "[::1]", "::1", "localhost"})
@@ -255,6 +278,9 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
                 info = await self._resolver.resolve(client_id)
             except ClientMetadataError as exc:
                 return None, f"The client's metadata document could not be used: {exc}"
+            problem = client_name_problem(info.client_name)
+            if problem is not None:
+                return None, f"The client's metadata document could not be used: {problem}"
             return _GatewayClient.model_validate(info.model_dump()), None
         if not client_id or len(client_id) > 256:
             return None, "Unknown client."
@@ -276,6 +302,9 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
         """
         if not client_info.redirect_uris:
             raise RegistrationError("invalid_redirect_uri", "redirect_uris must list at least one URI")
+        problem = client_name_problem(client_info.client_name)
+        if problem is not None:
+            raise RegistrationError("invalid_client_metadata", problem)
         for uri in client_info.redirect_uris:
             try:
                 check_redirect_uri(str(uri))
@@ -596,8 +625,40 @@ def _cors(app: ASGIApp, methods: list[str]) -> ASGIApp:
 def _endpoint(
     handler: Callable[[Request], Awaitable[Response]], *, limit: int, cors: list[str] | None = None
 ) -> ASGIApp:
-    app: ASGIApp = RequestBodyLimitMiddleware(request_response(handler), limit)
+    app: ASGIApp = RequestBodyLimitMiddleware(request_response(_form_errors_are_400(handler)), limit)
     return _cors(app, cors) if cors is not None else app
+
+
+def _form_errors_are_400(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """Answer a body that cannot be read as a form with 400 ``invalid_request`` instead of a 500.
+
+    OAuth's form endpoints take ``application/x-www-form-urlencoded`` (RFC 6749 §4.1.3, RFC 7009
+    §2.1, and the pages' own forms); multipart bodies are refused before parsing (Starlette's
+    parser fails on a missing boundary), and parser limits (fields, part size) become 400 too.
+    """
+
+    async def guarded(request: Request) -> Response:
+        content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if request.method == "POST" and content_type == "multipart/form-data":
+            return _invalid_form("send the form as application/x-www-form-urlencoded")
+        try:
+            return await handler(request)
+        except MultiPartException as exc:
+            return _invalid_form(exc.message)
+        except HTTPException as exc:  # the same failure, as Starlette raises it when mounted in an app
+            if exc.status_code != 400:
+                raise
+            return _invalid_form(exc.detail)
+
+    return guarded
+
+
+def _invalid_form(description: str) -> Response:
+    return JSONResponse(
+        {"error": "invalid_request", "error_description": description},
+        status_code=400,
+        headers={"Cache-Control": "no-store"},
+    )
 
 
 def _field(form: FormData, name: str) -> str:
