@@ -63,6 +63,13 @@ def test_users_create_list_disable(cli: Cli) -> None:
     cli("users", "disable", "ALICE")
     assert re.search(r"alice\s.*disabled", cli("users", "list").stdout)
     assert "no user" in cli("users", "disable", "nobody", expect=1).stderr
+    cli("users", "enable", "alice")
+    assert re.search(r"alice\s.*active", cli("users", "list").stdout)
+    assert "no user" in cli("users", "enable", "nobody", expect=1).stderr
+    assert (
+        "password set for alice" in cli("users", "set-password", "alice", "--password-stdin", stdin="new pw\n").stdout
+    )
+    assert "no user" in cli("users", "set-password", "nobody", "--password-stdin", stdin="pw\n", expect=1).stderr
 
 
 def test_users_create_refuses_duplicates_bad_names_and_empty_passwords(cli: Cli) -> None:

@@ -103,6 +103,17 @@ async def test_disable_and_enable(credential_store: CredentialStore) -> None:
     assert await credential_store.set_user_disabled("nobody", True) is None
 
 
+async def test_set_password_hash(credential_store: CredentialStore) -> None:
+    user = await credential_store.create_user("alice", HASH)
+    changed = await credential_store.set_password_hash("ALICE", "$argon2id$v=19$m=65536,t=3,p=4$new$hash")
+    assert changed is not None
+    assert changed.id == user.id
+    assert changed.password_hash == "$argon2id$v=19$m=65536,t=3,p=4$new$hash"
+    assert (await credential_store.get_user("nobody-id")) is None
+    assert (await credential_store.get_user_by_username("alice")) == changed
+    assert await credential_store.set_password_hash("nobody", HASH) is None
+
+
 # --- keys ---------------------------------------------------------------------------------------
 
 

@@ -100,6 +100,37 @@ def disable(
     console.print(f"disabled {user.username}")
 
 
+@users_app.command("enable")
+def enable(
+    username: Annotated[str, typer.Argument(help="The user's username (any case).")],
+    config: ConfigOption = None,
+    database_url: DatabaseOption = None,
+) -> None:
+    """Re-enable a disabled user: their keys, grants and sign-in work again."""
+    user = run_with_credentials(config, database_url, lambda store: store.set_user_disabled(username, False))
+    if user is None:
+        raise _fail(f"no user {username!r}")
+    console.print(f"enabled {user.username}")
+
+
+@users_app.command("set-password")
+def set_password(
+    username: Annotated[str, typer.Argument(help="The user's username (any case).")],
+    password_stdin: Annotated[bool, typer.Option("--password-stdin", help="Read the password from stdin.")] = False,
+    config: ConfigOption = None,
+    database_url: DatabaseOption = None,
+) -> None:
+    """Set a user's password (prompts twice, hidden, unless --password-stdin). Keys and grants are kept."""
+    password = _read_password(password_stdin)
+    if not password:
+        raise _fail("the password is empty", 2)
+    password_hash = hash_password(password)
+    user = run_with_credentials(config, database_url, lambda store: store.set_password_hash(username, password_hash))
+    if user is None:
+        raise _fail(f"no user {username!r}")
+    console.print(f"password set for {user.username}")
+
+
 @users_app.command("ensure-demo")
 def ensure_demo(
     username: Annotated[str, typer.Option("--username", help="The demo user's username.")] = "demo",

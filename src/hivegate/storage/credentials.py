@@ -153,6 +153,10 @@ class CredentialStore(Protocol):
         """Disable (or re-enable) a user; the updated user, or None when there is none."""
         ...
 
+    async def set_password_hash(self, username: str, password_hash: str) -> User | None:
+        """Replace a user's password hash; the updated user, or None when there is none."""
+        ...
+
     async def create_api_key(
         self, *, user_id: str, agent_id: str | None, name: str, key_hash: str, prefix: str
     ) -> ApiKey:

@@ -64,6 +64,14 @@ class MemoryCredentialStore(CredentialStore):
         self._users[user.id] = updated = replace(user, disabled=disabled)
         return updated
 
+    async def set_password_hash(self, username: str, password_hash: str) -> User | None:
+        """See :meth:`CredentialStore.set_password_hash`."""
+        user = self._find_user(username)
+        if user is None:
+            return None
+        self._users[user.id] = updated = replace(user, password_hash=password_hash)
+        return updated
+
     async def create_api_key(
         self, *, user_id: str, agent_id: str | None, name: str, key_hash: str, prefix: str
     ) -> ApiKey:

@@ -113,6 +113,14 @@ class SqlCredentialStore(CredentialStore):
                 return None
         return await self.get_user_by_username(username)
 
+    async def set_password_hash(self, username: str, password_hash: str) -> User | None:
+        """See :meth:`CredentialStore.set_password_hash`."""
+        async with self._write_transaction() as conn:
+            query = update(users).where(users.c.username_key == username.lower()).values(password_hash=password_hash)
+            if (await conn.execute(query)).rowcount == 0:
+                return None
+        return await self.get_user_by_username(username)
+
     async def create_api_key(
         self, *, user_id: str, agent_id: str | None, name: str, key_hash: str, prefix: str
     ) -> ApiKey:
