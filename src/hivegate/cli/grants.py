@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, settings_from
+from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, id_column, settings_from
 from hivegate.storage.credentials import create_credential_store
 from hivegate.storage.oauth import GrantRecord, create_oauth_store
 
@@ -55,7 +55,7 @@ def list_grants(
     except _CommandError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from None
-    table = Table("id", "user", "client", "agents", "granted", "revoked")
+    table = Table(id_column(), "user", "client", "agents", "granted", "revoked")
     for grant in grants:
         if grant.revoked_at is not None and not all_grants:
             continue

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hivegate.auth.api_keys import KeyKind, mint_key
-from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, settings_from
+from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, id_column, settings_from
 from hivegate.cli.users import run_with_credentials
 from hivegate.storage import create_agent_store
 from hivegate.storage.credentials import ApiKey, CredentialStore, KeyLimitError, User
@@ -76,7 +76,7 @@ def list_keys(
     except _CommandError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from None
-    table = Table("id", "key", "user", "agent", "name", "created", "last used", "revoked")
+    table = Table(id_column(), "key", "user", "agent", "name", "created", "last used", "revoked")
     for key in keys:
         table.add_row(
             key.id,

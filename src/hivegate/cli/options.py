@@ -7,10 +7,11 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.table import Column
 
 from hivegate.settings import Settings, SettingsError, load_settings
 
-__all__ = ["ConfigOption", "DatabaseOption", "err_console", "settings_from"]
+__all__ = ["ConfigOption", "DatabaseOption", "err_console", "id_column", "settings_from"]
 
 err_console = Console(stderr=True)
 
@@ -32,3 +33,9 @@ def settings_from(config: Path | None, **groups: dict[str, Any]) -> Settings:
     except SettingsError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
+
+
+def id_column(header: str = "id") -> Column:
+    """A table column for ids (``key_…``, ``grt_…``, ``usr_…``): never wrapped or cut, so they can be
+    copied into ``revoke``/``disable`` at any terminal width; the other columns give way."""
+    return Column(header, no_wrap=True, min_width=20, overflow="ignore")

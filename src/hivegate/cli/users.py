@@ -15,7 +15,7 @@ from rich.table import Table
 
 from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.passwords import hash_password
-from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, settings_from
+from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, id_column, settings_from
 from hivegate.storage.credentials import CredentialStore, UsernameTakenError, create_credential_store, validate_username
 
 __all__ = ["run_with_credentials", "users_app"]
@@ -80,7 +80,7 @@ def create(
 def list_users(config: ConfigOption = None, database_url: DatabaseOption = None) -> None:
     """List users."""
     users = run_with_credentials(config, database_url, lambda store: store.list_users())
-    table = Table("id", "username", "status", "created")
+    table = Table(id_column(), "username", "status", "created")
     for user in users:
         status = "disabled" if user.disabled else "active"
         table.add_row(user.id, user.username, status, user.created_at.isoformat(timespec="seconds"))
