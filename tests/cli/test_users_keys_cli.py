@@ -147,3 +147,17 @@ def test_ensure_demo_prints_password_and_key_once(cli: Cli) -> None:
     assert password.group(1) not in second
     assert KEY_PATTERN.search(second) is None
     assert re.search(r"demo\s.*active", cli("users", "list").stdout)
+
+
+def test_apply_warns_about_owners_that_are_not_users(cli: Cli, tmp_path: Path) -> None:
+    cli("users", "create", "alice", "--password-stdin", stdin="pw\n")
+    agents = tmp_path / "more.toml"
+    agents.write_text(
+        '[[agents]]\nid = "mine"\nname = "Mine"\nowner = "ALICE"\n\n[[agents]]\nid = "lost"\nname = "Lost"\nowner = "ghost"\n',
+        encoding="utf-8",
+    )
+    applied = cli("agents", "apply", str(agents))
+    assert "owner 'ghost' is not a user yet" in applied.stderr
+    assert "ALICE" not in applied.stderr  # usernames compare ignoring case
+    listed = cli("agents", "list").stdout
+    assert re.search(r"lost\s.*ghost\s.*required", listed)

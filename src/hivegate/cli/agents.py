@@ -19,6 +19,7 @@ from rich.table import Table
 from hivegate.agents.loader import AgentsFileError, load_agents_file
 from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, settings_from
 from hivegate.storage import AgentStore, create_agent_store
+from hivegate.storage.credentials import create_credential_store
 
 __all__ = ["agents_app"]
 
@@ -65,6 +66,25 @@ def apply(
             table.add_row(agent_id, label)
     console.print(table)
     console.print(f"registry revision {report.revision}")
+    _warn_unknown_owners(config or _config_beside(file), database_url, {spec.owner for spec in specs})
+
+
+def _warn_unknown_owners(config: Path | None, database_url: str | None, owners: set[str]) -> None:
+    """Say which owners have no user yet: nobody's credentials reach their agents until they exist."""
+    settings = settings_from(config, database={"url": database_url} if database_url else {})
+
+    async def missing() -> list[str]:
+        store = await create_credential_store(settings.database.url)
+        try:
+            return sorted([owner for owner in owners if await store.get_user_by_username(owner) is None])
+        finally:
+            await store.close()
+
+    for owner in anyio.run(missing):
+        err_console.print(
+            f"[yellow]warning:[/yellow] owner {owner!r} is not a user yet; create it with "
+            f'`hivegate users create {owner}` (until then only auth = "none" agents of {owner!r} answer)'
+        )
 
 
 def _config_beside(file: Path) -> Path | None:
@@ -76,12 +96,19 @@ def _config_beside(file: Path) -> Path | None:
 def list_agents(config: ConfigOption = None, database_url: DatabaseOption = None) -> None:
     """List registered agents."""
     stored = _run(config, database_url, lambda store: store.list())
-    table = Table("id", "name", "version", "mcp", "backend", "revision")
+    table = Table("id", "name", "owner", "auth", "version", "mcp", "backend", "revision")
     for item in stored:
         spec = item.spec
         backend = spec.backend.callable or spec.backend.server if spec.backend else "-"
         table.add_row(
-            spec.id, spec.name, spec.version, "on" if spec.mcp_enabled else "off", backend, str(item.revision)
+            spec.id,
+            spec.name,
+            spec.owner,
+            spec.auth,
+            spec.version,
+            "on" if spec.mcp_enabled else "off",
+            backend,
+            str(item.revision),
         )
     console.print(table)
 

@@ -48,7 +48,11 @@ def serve(
         except AgentsFileError as exc:
             err_console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from None
+    if defaults:
+        err_console.print("[yellow]--dev:[/yellow] development secrets in use; do not expose this server.")
     logging.basicConfig(level=settings.server.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    if settings.server.log_level != "debug":
+        logging.getLogger("alembic").setLevel(logging.WARNING)  # "Context impl SQLiteImpl" once per store
     try:
         sock = _bind(settings.server.host, settings.server.port)
     except OSError as exc:
