@@ -153,7 +153,8 @@ def test_apply_warns_about_owners_that_are_not_users(cli: Cli, tmp_path: Path) -
     cli("users", "create", "alice", "--password-stdin", stdin="pw\n")
     agents = tmp_path / "more.toml"
     agents.write_text(
-        '[[agents]]\nid = "mine"\nname = "Mine"\nowner = "ALICE"\n\n[[agents]]\nid = "lost"\nname = "Lost"\nowner = "ghost"\n',
+        '[[agents]]\nid = "mine"\nname = "Mine"\nowner = "ALICE"\n\n'
+        '[[agents]]\nid = "lost"\nname = "Lost"\nowner = "ghost"\n',
         encoding="utf-8",
     )
     applied = cli("agents", "apply", str(agents))
