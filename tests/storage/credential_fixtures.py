@@ -27,16 +27,28 @@ _ALL_TABLES = (
 
 
 @pytest.fixture(params=ALL_BACKENDS)
-async def credential_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncGenerator[str]:
-    """A URL for ``create_credential_store`` on each backend, with no tables yet."""
+def credential_backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL for ``create_credential_store`` on each backend.
+
+    Synchronous on purpose: the session's PostgreSQL database (an async, session-loop fixture)
+    is set up here, outside any test's event loop (else running this module alone fails).
+    """
     if request.param == "memory":
-        yield "memory://"
-        return
+        return "memory://"
     if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'missing-folder' / 'credentials.db'}"
-        return
+        return f"sqlite+aiosqlite:///{tmp_path / 'missing-folder' / 'credentials.db'}"
     url = request.getfixturevalue("postgres_database_url")
     assert isinstance(url, str)
+    return url
+
+
+@pytest.fixture
+async def credential_url(credential_backend_url: str) -> AsyncGenerator[str]:
+    """``credential_backend_url`` with no tables yet (PostgreSQL: dropped before and after the test)."""
+    url = credential_backend_url
+    if not url.startswith("postgresql"):
+        yield url
+        return
     await _drop_all_tables(url)
     try:
         yield url

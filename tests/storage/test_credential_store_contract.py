@@ -18,9 +18,9 @@ from hivegate.storage.credentials import (
     create_credential_store,
 )
 from tests.storage.conftest import SQL_BACKENDS
-from tests.storage.credential_fixtures import credential_store, credential_url
+from tests.storage.credential_fixtures import credential_backend_url, credential_store, credential_url
 
-__all__ = ["credential_store", "credential_url"]  # fixtures, imported for pytest
+__all__ = ["credential_backend_url", "credential_store", "credential_url"]  # fixtures, imported for pytest
 
 HASH = "$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaA"
 
@@ -224,7 +224,7 @@ async def test_agent_key_limit(credential_store: CredentialStore) -> None:
         await add_key(credential_store, alice, agent_id="notes")
 
 
-@pytest.mark.parametrize("credential_url", SQL_BACKENDS, indirect=True)
+@pytest.mark.parametrize("credential_backend_url", SQL_BACKENDS, indirect=True)
 async def test_sql_store_persists_across_instances(credential_url: str) -> None:
     first = await create_credential_store(credential_url)
     try:
