@@ -39,6 +39,19 @@ def table(report: dict) -> str:
             lines.append(f"- `{key}`: **{value:.2f}×** (per round: {rounds})")
     for target, met in summary["targets_met"].items():
         lines.append(f"- target {target}: **{'met' if met else 'missed'}**")
+    for workload, servers in summary.get("over_gate_none", {}).items():
+        lines += [
+            "",
+            f"{workload}: ratio to `gate-none` in the same round (median of the per-round ratios; each round's)",
+            "",
+            "| server | req/s | p50 | p99 |",
+            "| --- | ---: | ---: | ---: |",
+        ]
+        for server, r in servers.items():
+            cells = [
+                f"**{r[k]:.2f}×** ({', '.join(f'{x:.2f}' for x in r[f'{k}_rounds'])})" for k in ("rps", "p50", "p99")
+            ]
+            lines.append(f"| {server} | {' | '.join(cells)} |")
     return "\n".join(lines) + "\n"
 
 

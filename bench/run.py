@@ -1,7 +1,8 @@
 """Loopback load test: hivegate's ``echo`` agent against a bare official-SDK server.
 
     python bench/run.py [--duration S] [--connections N] [--rounds R] [--only hivegate|sdk]
-                        [--workloads NAME,...] [--out bench/results/NAME.json]
+                        [--workloads NAME,...] [--out bench/results/NAME.json] [--sdk-sse]
+                        [--gate] [--servers NAME,...]
                         [--hivegate-tree DIR] [--label TEXT] [--profile] [--enforce]
 
 Both servers run as subprocesses pinned to core 1 (``taskset -c 1``); wrk (one thread, with
@@ -23,6 +24,21 @@ Workloads (2026-07-28 requests carry MCP-Protocol-Version, Mcp-Method, Mcp-Name 
     tools_call          2026-07-28 tools/call echo("hello")   hivegate, sdk
     resources_read      2026-07-28 resources/read of hivegate://agent/config   hivegate
     legacy_tools_call   legacy-session tools/call echo("hello")                hivegate, sdk
+
+``--gate`` adds hivegate serving the same echo agent behind the credential gate, each from a
+SQLite database in a temporary directory (``bench/gate_setup.py``: the echo agent with
+``owner = "bench"``, user ``bench``, one ``oag_`` key, one OAuth grant for ``agent:echo``):
+
+    gate-none            auth = "none" (the baseline of the gate ratios; same SQLite set-up)
+    gate-oag             credentials required; Authorization: Bearer oag_... (cache 1 s, the default)
+    gate-oag-nocache     the same with security.credential_cache_seconds = 0 (every request asks SQLite)
+    gate-oauth           an OAuth access token (HS256 JWT minted for the server's URL after it starts)
+    gate-oauth-nocache   the same with security.credential_cache_seconds = 0
+
+wrk gets the credential through ``MCP_BENCH_HEADER`` (see ``bench/wrk/mcp.lua``); the ratios
+(req/s, p50, p99) of every gate server to ``gate-none`` are the medians of per-round ratios.
+``--servers`` picks the servers to start (default hivegate,sdk, plus sdk-sse with
+``--sdk-sse`` and the gate-* ones with ``--gate``).
 
 ``--hivegate-tree`` benches another checkout (e.g. ``git archive COMMIT | tar -x -C DIR``).
 ``--profile`` attaches py-spy to the server (hivegate unless ``--profile-servers``) during
@@ -171,6 +187,9 @@ class ServerSpec:
     ready_prefix: str  # the stdout line announcing the URL
     path: str  # the MCP endpoint path
     workloads: tuple[str, ...]
+    env: dict[str, str] = dataclasses.field(default_factory=dict)  # on top of the bench's environment
+    # the Authorization header value every request carries, given the server's base URL (after start)
+    auth: Callable[[str], str] | None = None
 
 
 SERVERS = {
@@ -215,6 +234,72 @@ class BenchError(RuntimeError):
     """The run cannot produce valid numbers: a server failed or a response was wrong."""
 
 
+GATE_BASELINE = "gate-none"
+GATE_SERVERS = (GATE_BASELINE, "gate-oag", "gate-oag-nocache", "gate-oauth", "gate-oauth-nocache")
+HIVEGATE_WORKLOADS = SERVERS["hivegate"].workloads
+
+
+def gate_specs(tmp: Path, tree: Path) -> dict[str, ServerSpec]:
+    """The gate-* servers: ``bench/gate_setup.py setup`` writes their configs and credentials into ``tmp``."""
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "gate_setup.py"), "setup", str(tmp), str(tree)],
+        capture_output=True,
+        text=True,
+        env=_server_env(tree),
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise BenchError(f"gate_setup.py setup failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    made = json.loads(done.stdout)
+    signing_key = os.urandom(32).hex()
+
+    def serve(config: str, database_url: str) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "hivegate",
+            "serve",
+            "--config",
+            str(tmp / config),
+            "--port",
+            "0",
+            "--dev",
+            "--database-url",
+            database_url,
+        ]
+
+    def key(_: str) -> str:
+        return f"Bearer {made['key']}"
+
+    def token(base_url: str) -> str:
+        argv = [sys.executable, str(BENCH / "gate_setup.py"), "token", base_url, signing_key]
+        argv += [made["user_id"], made["grant_id"], made["client_id"]]
+        minted = subprocess.run(argv, capture_output=True, text=True, env=_server_env(tree), timeout=60, check=False)
+        if minted.returncode != 0 or not minted.stdout.strip():
+            raise BenchError(f"gate_setup.py token failed ({minted.returncode}):\n{minted.stderr}")
+        return f"Bearer {minted.stdout.strip()}"
+
+    def spec(name: str, config: str, url: str, auth: Callable[[str], str] | None, cache_s: str) -> ServerSpec:
+        env = {
+            "HIVEGATE_SECURITY__TOKEN_SIGNING_KEY": signing_key,
+            "HIVEGATE_SECURITY__CREDENTIAL_CACHE_SECONDS": cache_s,
+        }
+        return ServerSpec(
+            name, serve(config, url), "hivegate listening on ", "/echo/mcp", HIVEGATE_WORKLOADS, env, auth
+        )
+
+    gate_url, none_url = made["gate_database_url"], made["none_database_url"]
+    specs = [
+        spec("gate-none", "none.toml", none_url, None, "1"),
+        spec("gate-oag", "gate.toml", gate_url, key, "1"),
+        spec("gate-oag-nocache", "gate.toml", gate_url, key, "0"),
+        spec("gate-oauth", "gate.toml", gate_url, token, "1"),
+        spec("gate-oauth-nocache", "gate.toml", gate_url, token, "0"),
+    ]
+    return {s.name: s for s in specs}
+
+
 def _server_env(tree: Path) -> dict[str, str]:
     """The server's environment: ``tree/src`` first on the path, so a checkout other than the
     installed (editable) one can be benched with ``--hivegate-tree``."""
@@ -240,12 +325,17 @@ class Server:
             stderr=self.log,
             stdin=subprocess.DEVNULL,
             text=True,
-            env=_server_env(tree),
+            env=_server_env(tree) | spec.env,
         )
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._drain, daemon=True).start()
         self.base_url = self._wait_ready()
         self.url = self.base_url + spec.path
+        try:
+            self.auth = spec.auth(self.base_url) if spec.auth is not None else None
+        except BenchError:
+            self.stop()
+            raise
 
     def _drain(self) -> None:
         assert self.proc.stdout is not None
@@ -292,8 +382,12 @@ class Server:
 # --- requests --------------------------------------------------------------------------------
 
 
-def request_headers(workload: Workload, session_id: str | None) -> dict[str, str]:
+def request_headers(workload: Workload, session_id: str | None, auth: str | None = None) -> dict[str, str]:
+    """The workload's headers; ``auth`` (an Authorization value) is added for httpx only: wrk gets it
+    from ``MCP_BENCH_HEADER`` (:func:`run_wrk`)."""
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    if auth is not None:
+        headers["Authorization"] = auth
     if workload.legacy:
         headers["MCP-Protocol-Version"] = LEGACY
         if session_id:
@@ -327,9 +421,11 @@ def decode(response: httpx.Response) -> dict[str, Any]:
     return response.json()
 
 
-def open_session(client: httpx.Client, url: str) -> str:
+def open_session(client: httpx.Client, url: str, auth: str | None = None) -> str:
     """Initialize a legacy session; returns its Mcp-Session-Id."""
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    if auth is not None:
+        headers["Authorization"] = auth
     init = {
         "jsonrpc": "2.0",
         "id": 0,
@@ -350,9 +446,9 @@ def open_session(client: httpx.Client, url: str) -> str:
     return session_id
 
 
-def verify(client: httpx.Client, url: str, workload: Workload, session_id: str | None) -> None:
+def verify(client: httpx.Client, url: str, workload: Workload, session_id: str | None, auth: str | None) -> None:
     """Send a sample of the workload's requests; every one must be 200 with the expected result."""
-    headers = request_headers(workload, session_id)
+    headers = request_headers(workload, session_id, auth)
     for i in range(1, SAMPLE_SIZE + 1):
         body = {"jsonrpc": "2.0", "id": i, "method": workload.method, "params": request_params(workload)}
         response = client.post(url, json=body, headers=headers)
@@ -371,7 +467,17 @@ def verify(client: httpx.Client, url: str, workload: Workload, session_id: str |
 # --- wrk -------------------------------------------------------------------------------------
 
 
-def run_wrk(url: str, workload: Workload, session_id: str | None, seconds: int, connections: int, pin: bool):
+def run_wrk(
+    url: str,
+    workload: Workload,
+    session_id: str | None,
+    seconds: int,
+    connections: int,
+    pin: bool,
+    auth: str | None = None,
+):
+    """wrk's result and command; ``auth`` goes in ``MCP_BENCH_HEADER``, not on the command line."""
+    env = {**os.environ, "MCP_BENCH_HEADER": f"Authorization: {auth}"} if auth else None
     argv = (["taskset", "-c", LOAD_CORE] if pin else []) + [
         "wrk",
         "-t1",
@@ -389,13 +495,15 @@ def run_wrk(url: str, workload: Workload, session_id: str | None, seconds: int, 
         *(f"{k}: {v}" for k, v in request_headers(workload, session_id).items()),
     ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=False, env=env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     lines = [line for line in done.stdout.splitlines() if line.startswith("BENCH_JSON ")]
     if done.returncode != 0 or not lines:
         raise BenchError(f"wrk failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     result = json.loads(lines[-1][len("BENCH_JSON ") :])
     result["wrk_cpu_s"] = round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 3)
+    if auth:  # the recorded command shows the credential's kind and first characters only
+        argv = ["env", f"MCP_BENCH_HEADER=Authorization: {auth[:19]}…", *argv]
     return result, argv
 
 
@@ -435,7 +543,7 @@ def timed_run(
     quiet = wait_quiet(server, args) if args.pin else {}
     profiler = start_profiler(server, workload, args) if profile else None
     cpu0, wall0, core0 = server.cpu_seconds(), time.monotonic(), core_jiffies(SERVER_CORE)
-    result, argv = run_wrk(server.url, workload, session_id, args.duration, args.connections, args.pin)
+    result, argv = run_wrk(server.url, workload, session_id, args.duration, args.connections, args.pin, server.auth)
     cpu, wall, core1 = server.cpu_seconds() - cpu0, time.monotonic() - wall0, core_jiffies(SERVER_CORE)
     if profiler is not None:
         finish_profiler(profiler)
@@ -459,6 +567,7 @@ def timed_run(
         "server_core_steal": round((core1[2] - core0[2]) / max(1, core1[1] - core0[1]), 3),
         "wrk_core_busy": round(result["wrk_cpu_s"] / wall, 3),
         **quiet,
+        "loadavg_1m": round(os.getloadavg()[0], 2),  # the machine's, at the end of the run
         "profiled": profiler is not None,
         "wrk_command": shlex.join(argv),
     }
@@ -468,9 +577,9 @@ def timed_run(
 def bench_workload(server: Server, workload: Workload, args: argparse.Namespace, profile: bool) -> dict[str, Any]:
     """Verify a sample, warm up, then time the workload; retry a run other processes disturbed."""
     with httpx.Client(timeout=10) as client:
-        session_id = open_session(client, server.url) if workload.legacy else None
-        verify(client, server.url, workload, session_id)
-    run_wrk(server.url, workload, session_id, WARMUP_S, args.connections, args.pin)
+        session_id = open_session(client, server.url, server.auth) if workload.legacy else None
+        verify(client, server.url, workload, session_id, server.auth)
+    run_wrk(server.url, workload, session_id, WARMUP_S, args.connections, args.pin, server.auth)
     profile = profile and server.spec.name in args.profile_servers.split(",")
     attempts: list[dict[str, Any]] = []
     for attempt in range(1 + args.retries):
@@ -643,6 +752,37 @@ def ratios(rows: list[dict[str, Any]], rounds: list[list[dict[str, Any]]]) -> di
             out["legacy_tools_call_rps_hivegate_over_sdk"] >= TARGET_LEGACY_CALL_RATIO
         )
     out["targets_met"] = targets
+    if gate := gate_ratios(rounds):
+        out["over_gate_none"] = gate
+    return out
+
+
+def gate_ratios(rounds: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """Every other server's req/s, p50 and p99 over gate-none's in the same round, per workload:
+    the median of the per-round ratios and each round's ratio (the pair ran in the same round)."""
+    out: dict[str, Any] = {}
+    for name in WORKLOADS:
+        per_server: dict[str, dict[str, list[float]]] = {}
+        for round_rows in rounds:
+            by = {(r["server"], r["workload"]): r for r in round_rows}
+            base = by.get((GATE_BASELINE, name))
+            if base is None:
+                continue
+            for row in round_rows:
+                if row["workload"] != name or row["server"] in (GATE_BASELINE, "sdk", "sdk-sse"):
+                    continue
+                ratios_of = per_server.setdefault(row["server"], {"rps": [], "p50": [], "p99": []})
+                ratios_of["rps"].append(row["rps"] / base["rps"])
+                for p in ("p50", "p99"):
+                    ratios_of[p].append(row["latency_ms"][p] / base["latency_ms"][p])
+        if per_server:
+            out[name] = {
+                server: {
+                    **{k: round(statistics.median(v), 3) for k, v in ratios_of.items()},
+                    **{f"{k}_rounds": [round(x, 3) for x in v] for k, v in ratios_of.items()},
+                }
+                for server, ratios_of in per_server.items()
+            }
     return out
 
 
@@ -688,13 +828,24 @@ def print_table(rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
             print(f"{key}: {value:.2f}x{extra}")
     for target, met in summary["targets_met"].items():
         print(f"target {target}: {'MET' if met else 'MISSED'}")
+    for workload, servers in summary.get("over_gate_none", {}).items():
+        print(f"\n{workload}, ratio to {GATE_BASELINE} (median of per-round ratios; rounds):")
+        for server, r in servers.items():
+            print(
+                "  "
+                + f"{server:<20}"
+                + "  ".join(
+                    f"{k} {r[k]:.2f}x ({', '.join(f'{x:.2f}' for x in r[f'{k}_rounds'])})"
+                    for k in ("rps", "p50", "p99")
+                )
+            )
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=int, default=10, help="seconds per timed run (default 10)")
     parser.add_argument("--connections", type=int, default=16, help="wrk connections (default 16)")
-    parser.add_argument("--only", choices=sorted(SERVERS), help="bench one server only")
+    parser.add_argument("--only", choices=sorted([*SERVERS, *GATE_SERVERS]), help="bench one server only")
     parser.add_argument("--workloads", help=f"comma-separated subset of {','.join(WORKLOADS)}")
     parser.add_argument("--out", default=str(BENCH / "results" / "latest.json"), help="results JSON path")
     parser.add_argument("--profile", action="store_true", help="py-spy each timed run (first attempt)")
@@ -719,6 +870,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--sdk-sse", action="store_true", help="also bench the SDK in its default SSE mode (server 'sdk-sse')"
     )
+    parser.add_argument(
+        "--gate", action="store_true", help="also bench the echo agent behind the credential gate (servers gate-*)"
+    )
+    parser.add_argument(
+        "--servers",
+        help="comma-separated servers to start, in this order (default: hivegate,sdk, "
+        "plus sdk-sse with --sdk-sse and the gate-* servers with --gate)",
+    )
     parser.add_argument("--label", help="a note stored with the results, e.g. 'before the fast path, <commit>'")
     parser.add_argument("--no-pin", dest="pin", action="store_false", help="do not pin with taskset")
     parser.add_argument("--enforce", action="store_true", help="exit 1 if a target is missed")
@@ -733,6 +892,19 @@ def parse_args() -> argparse.Namespace:
     args.wanted = set(args.workloads.split(",")) if args.workloads else set(WORKLOADS)
     if unknown := args.wanted - set(WORKLOADS):
         parser.error(f"unknown workloads: {', '.join(sorted(unknown))}")
+    if args.servers:
+        args.server_names = args.servers.split(",")
+        if unknown := set(args.server_names) - {*SERVERS, *GATE_SERVERS}:
+            parser.error(f"unknown servers: {', '.join(sorted(unknown))}")
+    else:
+        args.server_names = [
+            "hivegate",
+            "sdk",
+            *(["sdk-sse"] if args.sdk_sse else []),
+            *(GATE_SERVERS if args.gate else ()),
+        ]
+    if args.only:
+        args.server_names = [args.only]
     args.hivegate_tree = args.hivegate_tree.resolve()
     if not (args.hivegate_tree / "src" / "hivegate").is_dir():
         parser.error(f"no src/hivegate under {args.hivegate_tree}")
@@ -744,13 +916,16 @@ def run_rounds(args: argparse.Namespace) -> list[list[dict[str, Any]]]:
     busy), then per round and workload bench each server in turn (the order flips every round),
     so the hivegate and SDK rows of a pair run back to back under the same machine conditions."""
     servers: list[Server] = []
+    tmp: Path | None = None
     try:
-        for spec in SERVERS.values():
-            if spec.name == "sdk-sse" and not args.sdk_sse:
-                continue
-            if not args.only or spec.name == args.only:
-                servers.append(Server(spec, args.pin, args.hivegate_tree if spec.name == "hivegate" else ROOT))
-                print(f"# {spec.name} at {servers[-1].url} (pid {servers[-1].proc.pid})", file=sys.stderr)
+        specs = dict(SERVERS)
+        if any(name in GATE_SERVERS for name in args.server_names):
+            tmp = Path(tempfile.mkdtemp(prefix="bench-gate-"))
+            specs |= gate_specs(tmp, args.hivegate_tree)
+        for spec in (specs[name] for name in args.server_names):
+            tree = ROOT if spec.name.startswith("sdk") else args.hivegate_tree
+            servers.append(Server(spec, args.pin, tree))
+            print(f"# {spec.name} at {servers[-1].url} (pid {servers[-1].proc.pid})", file=sys.stderr)
         rounds = []
         for n in range(args.rounds):
             rows = []
@@ -770,12 +945,15 @@ def run_rounds(args: argparse.Namespace) -> list[list[dict[str, Any]]]:
     finally:
         for server in servers:
             server.stop()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main() -> int:
     args = parse_args()
     started = datetime.datetime.now(datetime.UTC)
     revision = hivegate_revision(args)
+    load_before = [round(x, 2) for x in os.getloadavg()]
     try:
         rounds = run_rounds(args)
         rows = combine_rounds(rounds)
@@ -801,6 +979,8 @@ def main() -> int:
         },
         "hivegate": revision,
         "machine": machine(),
+        "servers": args.server_names,
+        "loadavg_1_5_15": {"start": load_before, "end": [round(x, 2) for x in os.getloadavg()]},
         "results": rows,
         "summary": summary,
     }

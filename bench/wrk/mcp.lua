@@ -8,6 +8,9 @@
 --            the script sends {"jsonrpc":"2.0","id":N<BODY_TAIL> with N unique per request
 --            (a legacy session must never see two requests in flight with one id)
 -- HEADER     "Name: value" request headers
+-- MCP_BENCH_HEADER (environment, optional) one more "Name: value" header, e.g. the
+--            "Authorization: Bearer ..." credential, kept out of the command line (and out of
+--            the wrk_command bench/run.py records)
 -- A response counts as bad unless its status is 200, its body contains EXPECT and it holds
 -- neither a JSON-RPC error nor a tool error. Bad responses are counted, never hidden.
 
@@ -29,6 +32,14 @@ function init(args)
    headers = {}
    for i = 3, #args do
       local name, value = args[i]:match("^([^:]+):%s*(.*)$")
+      headers[name] = value
+   end
+   local extra = os.getenv("MCP_BENCH_HEADER")
+   if extra and extra ~= "" then
+      local name, value = extra:match("^([^:]+):%s*(.*)$")
+      if not name then
+         error("MCP_BENCH_HEADER must be 'Name: value'")
+      end
       headers[name] = value
    end
    base = (tid or 0) * 1000000000
