@@ -78,6 +78,7 @@ def test_grants_list_and_revoke(tmp_path: Path) -> None:
     assert "grt_bob1" not in only_alice
 
     assert "revoked grt_alice1" in _cli(database_url, "revoke", "grt_alice1").stdout
+    assert "already revoked" in _cli(database_url, "revoke", "grt_alice1").stdout
     revoked = anyio.run(_grant, database_url, "grt_alice1")
     assert revoked is not None
     assert revoked.revoked_at is not None

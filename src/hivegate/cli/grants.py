@@ -81,17 +81,21 @@ def revoke(
     security.credential_cache_seconds (1 s)."""
     settings = settings_from(config, database={"url": database_url} if database_url else {})
 
-    async def action() -> GrantRecord | None:
+    async def action() -> tuple[GrantRecord | None, bool]:
         oauth = await create_oauth_store(settings.database.url)
         try:
-            return await oauth.revoke_grant(grant_id, datetime.now(UTC))
+            before = await oauth.get_grant(grant_id)
+            return await oauth.revoke_grant(grant_id, datetime.now(UTC)), before is not None and not before.active
         finally:
             await oauth.close()
 
-    grant = anyio.run(action)
+    grant, already = anyio.run(action)
     if grant is None:
         err_console.print(f"[red]error:[/red] no grant {grant_id!r}")
         raise typer.Exit(1)
+    if already and grant.revoked_at is not None:
+        console.print(f"{grant.id} was already revoked at {grant.revoked_at.isoformat(timespec='seconds')}")
+        return
     console.print(
         f"revoked {grant.id} (client {grant.client_name or grant.client_id}, agents {' '.join(grant.agents)})"
     )
