@@ -114,6 +114,8 @@ class SecuritySettings(_Group):
     login_max_failures: Annotated[int, Field(ge=1)] = 5
     """Failed sign-ins per username (and per client address) within ``login_window_seconds`` before throttling."""
     login_window_seconds: Annotated[int, Field(ge=1)] = 300
+    registrations_per_hour: Annotated[int, Field(ge=1)] = 60
+    """Dynamic client registrations accepted per client address per hour (429 beyond; per process)."""
     client_metadata_documents: bool = True
     """Accept OAuth clients whose ``client_id`` is an https URL of a client ID metadata document (CIMD)."""
     client_metadata_allow_private_addresses: bool = False

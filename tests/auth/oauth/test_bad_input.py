@@ -677,3 +677,15 @@ async def test_registration_refuses_client_names_that_could_mislead(browser: Bro
     )
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_client_metadata"
+
+
+async def test_registration_is_limited_per_address(oauth: OAuthServer, browser: Browser) -> None:
+    """RFC 7591 §5: open registration must not let one host fill the database (default 60 per hour)."""
+    body = {"client_name": "Flood", "redirect_uris": [CALLBACK], "token_endpoint_auth_method": "none"}
+    statuses = [(await browser.http.post("/oauth/register", json=body)).status_code for _ in range(61)]
+    assert statuses[:60] == [201] * 60
+    assert statuses[60] == 429
+    limited = await browser.http.post("/oauth/register", json=body)
+    assert limited.status_code == 429
+    assert int(limited.headers["retry-after"]) > 0
+    assert limited.json()["error"] == "slow_down"

@@ -722,6 +722,7 @@ class AuthorizationServer:
         self._pages = Pages(base_path)
         self._csrf = CsrfTokens(settings.security.token_signing_key.get_secret_value().encode())
         self.throttle = LoginThrottle(settings.security.login_max_failures, settings.security.login_window_seconds)
+        self.registrations = LoginThrottle(settings.security.registrations_per_hour, 3600)
         self._client_auth = ClientAuthenticator(self.provider)
         self._authorize_handler = AuthorizationHandler(self.provider)
         self._token_handler = TokenHandler(self.provider, self._client_auth)
@@ -1118,7 +1119,24 @@ class AuthorizationServer:
         return Response(status_code=200, headers=headers)
 
     async def _register(self, request: Request) -> Response:
-        return await self._register_handler.handle(request)
+        """RFC 7591 registration, at most ``security.registrations_per_hour`` per client address.
+
+        Registration is unauthenticated and every client is stored, so a per-address limit keeps
+        one host from filling the database (RFC 7591 §5, "Security Considerations"); 429 with
+        ``Retry-After`` beyond it.
+        """
+        address = request.client.host if request.client is not None else ""
+        wait = self.registrations.retry_after(address, None)  # keyed by the address alone
+        if wait is not None:
+            return JSONResponse(
+                {"error": "slow_down", "error_description": f"too many registrations; try again in {wait} s"},
+                status_code=429,
+                headers={"Retry-After": str(wait), "Cache-Control": "no-store"},
+            )
+        response = await self._register_handler.handle(request)
+        if response.status_code == 201:
+            self.registrations.record_failure(address, None)  # counts registrations, not failures
+        return response
 
     # -- routes ----------------------------------------------------------------------------
 
