@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
+import anyio
 import jwt
 import pytest
 
@@ -21,6 +22,7 @@ from hivegate.auth.principal import CredentialKind
 from hivegate.auth.resolver import CredentialResolver, presented_credential
 from hivegate.auth.tokens import InvalidAccessToken, TokenCodec
 from hivegate.errors import AuthenticationError
+from hivegate.storage.credentials import ApiKey
 from hivegate.storage.credentials_memory import MemoryCredentialStore
 from hivegate.storage.oauth import GrantRecord
 from hivegate.storage.oauth_memory import MemoryOAuthStore
@@ -205,3 +207,47 @@ async def test_resolver_keys_tokens_and_the_cache() -> None:
         with pytest.raises(AuthenticationError) as caught:
             await uncached.resolve([("authorization", f"Bearer {unknown}")])
         assert caught.value.oauth_error == "invalid_token"
+
+
+class _CountingStore(MemoryCredentialStore):
+    """Counts key lookups; the first one waits until ``release`` is set (no sleeps)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lookups = 0
+        self.release = anyio.Event()
+
+    async def get_api_key_by_hash(self, key_hash: str) -> ApiKey | None:
+        self.lookups += 1
+        await self.release.wait()
+        return await super().get_api_key_by_hash(key_hash)
+
+
+async def test_one_lookup_serves_concurrent_requests_for_one_credential() -> None:
+    """When a cache entry expires under load, the database sees one lookup, not one per request."""
+    credentials = _CountingStore()
+    alice = await credentials.create_user("alice", hash_password("pw"))
+    good = mint_key(KeyKind.USER)
+    await credentials.create_api_key(user_id=alice.id, agent_id=None, name="", key_hash=good.digest, prefix=good.prefix)
+    resolver = CredentialResolver(credentials=credentials, oauth=MemoryOAuthStore(), codec=_codec(), cache_seconds=60)
+    results: list[str | None] = []
+    errors: list[str | None] = []
+
+    async def resolve(key: str) -> None:
+        try:
+            principal = await resolver.resolve([("authorization", f"Bearer {key}")])
+            results.append(principal.username if principal else None)
+        except AuthenticationError as exc:
+            errors.append(exc.oauth_error)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            for _ in range(20):
+                tg.start_soon(resolve, good.plaintext)
+            for _ in range(5):
+                tg.start_soon(resolve, "oag_" + "9" * 64)  # unknown: one lookup, five refusals
+            await anyio.wait_all_tasks_blocked()
+            credentials.release.set()
+    assert results == ["alice"] * 20
+    assert errors == ["invalid_token"] * 5
+    assert credentials.lookups == 2

@@ -23,6 +23,8 @@ import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+import anyio
+
 from hivegate.auth.api_keys import AGENT_KEY_PREFIX, KeyKind, parse_api_key
 from hivegate.auth.principal import CredentialKind, Principal, agent_scope
 from hivegate.auth.tokens import InvalidAccessToken, TokenCodec
@@ -78,6 +80,17 @@ def presented_credential(headers: Iterable[tuple[str, str]]) -> str | None:
     return found.pop() if found else None
 
 
+class _Flight:
+    """One credential lookup in progress, awaited by every other request presenting that credential."""
+
+    __slots__ = ("done", "error", "principal")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.principal: Principal | None = None
+        self.error: AuthenticationError | None = None
+
+
 class CredentialResolver:
     """Resolve the credential of a request against the credential and OAuth stores."""
 
@@ -89,6 +102,7 @@ class CredentialResolver:
         self._codec = codec
         self._cache_seconds = cache_seconds
         self._cache: dict[str, tuple[float, Principal]] = {}
+        self._inflight: dict[str, _Flight] = {}
         self._touched: dict[str, float] = {}
 
     async def resolve(self, headers: Iterable[tuple[str, str]]) -> Principal | None:
@@ -111,18 +125,40 @@ class CredentialResolver:
             principal = cached[1]
             if principal.expires_at is None or principal.expires_at > time.time():
                 return principal
-        key = parse_api_key(credential)
-        if key is not None:
-            principal = await self._resolve_key(key.kind, key.digest)
-        elif credential.startswith(("oag_", "bak_")):
-            raise AuthenticationError("the API key is malformed", oauth_error="invalid_token")
-        else:
-            principal = await self._resolve_token(credential)
+        flight = self._inflight.get(cache_key)
+        if flight is not None:
+            # Single flight: when a cache entry expires under load, one lookup serves every request
+            # for that credential instead of each going to the database at once.
+            await flight.done.wait()
+            if flight.error is not None:  # a fresh error per request: the gate adds per-path headers
+                raise AuthenticationError(flight.error.message, oauth_error=flight.error.oauth_error)
+            if flight.principal is not None:
+                return flight.principal
+            # the leader failed otherwise (cancelled, store error): look it up ourselves
+        flight = _Flight()
+        self._inflight[cache_key] = flight
+        try:
+            principal = await self._lookup(credential)
+            flight.principal = principal
+        except AuthenticationError as exc:
+            flight.error = exc
+            raise
+        finally:
+            del self._inflight[cache_key]
+            flight.done.set()
         if self._cache_seconds > 0:
             if len(self._cache) >= _MAX_CACHE_ENTRIES:
                 self._cache.clear()
             self._cache[cache_key] = (now + self._cache_seconds, principal)
         return principal
+
+    async def _lookup(self, credential: str) -> Principal:
+        key = parse_api_key(credential)
+        if key is not None:
+            return await self._resolve_key(key.kind, key.digest)
+        if credential.startswith(("oag_", "bak_")):
+            raise AuthenticationError("the API key is malformed", oauth_error="invalid_token")
+        return await self._resolve_token(credential)
 
     async def _resolve_key(self, kind: KeyKind, digest: str) -> Principal:
         record = await self._credentials.get_api_key_by_hash(digest)
