@@ -154,7 +154,10 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Hivega
         Route("/agents/{agent_id}/mcp", endpoint),
         Route("/mcp", user_routes),
     ]
-    return HivegateApp(Starlette(routes=routes, lifespan=lifespan), endpoint, auth_routes)
+    starlette = Starlette(routes=routes, lifespan=lifespan)
+    # No "/mcp/" → "/mcp" redirects: they would be built from an unchecked Host header.
+    starlette.router.redirect_slashes = False
+    return HivegateApp(starlette, endpoint, auth_routes)
 
 
 async def _purge_expired(store: OAuthStore, interval_seconds: float) -> None:

@@ -397,3 +397,11 @@ def test_asterisk_form_request_is_answered_not_crashed(world: World) -> None:
             reply += chunk
     status_line = reply.split(b"\r\n", 1)[0]
     assert status_line.startswith(b"HTTP/1.1 4"), reply[:200]
+
+
+def test_no_redirect_is_built_from_an_unchecked_host(world: World) -> None:
+    response = httpx.post(
+        world.gateway.url + "/mcp/", content=b"{}", headers={**ACCEPT, "Host": "evil.example"}, timeout=10
+    )
+    assert response.status_code in (404, 421)
+    assert "evil.example" not in response.headers.get("location", "")
