@@ -12,22 +12,27 @@ RFC 6750 §3, RFC 8707 §2 (audience), RFC 9728 §5.1 (``resource_metadata``).
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
+from functools import partial
 from typing import Any
 
 import anyio
 import httpx
 import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.passwords import hash_password
 from hivegate.auth.tokens import TokenCodec
 from hivegate.storage.credentials import create_credential_store
 from hivegate.storage.oauth import GrantRecord, create_oauth_store
+from tests.conftest import POSTGRES_ENV, postgres_url
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
 SIGNING_KEY = "matrix-signing-key-0123456789abcdef0123456789"
@@ -177,12 +182,38 @@ async def _seed(database_url: str, base: str) -> dict[str, dict[str, str]]:
         await credentials.close()
 
 
+async def _postgres_database(server: str, name: str, *, drop: bool) -> None:
+    admin = create_async_engine(server, isolation_level="AUTOCOMMIT")
+    try:
+        async with admin.connect() as conn:
+            statement = f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)' if drop else f'CREATE DATABASE "{name}"'
+            await conn.execute(text(statement))
+    finally:
+        await admin.dispose()
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The matrix runs on a SQLite file and, with HIVEGATE_TEST_POSTGRES_URL, on a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('matrix-db') / 'hivegate.db'}"
+        return
+    server = postgres_url()
+    if server is None:
+        pytest.skip(f"PostgreSQL runs need {POSTGRES_ENV} (e.g. postgresql+asyncpg://postgres@127.0.0.1:5432/test)")
+    name = f"hivegate_matrix_{secrets.token_hex(4)}"
+    anyio.run(partial(_postgres_database, server, name, drop=False))
+    try:
+        yield make_url(server).set(database=name).render_as_string(hide_password=False)
+    finally:
+        anyio.run(partial(_postgres_database, server, name, drop=True))
+
+
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+def world(tmp_path_factory: pytest.TempPathFactory, database_url: str) -> Iterator[World]:
     folder = tmp_path_factory.mktemp("matrix")
     config = folder / "agents.toml"
     config.write_text(AGENTS, encoding="utf-8")
-    database_url = f"sqlite+aiosqlite:///{Path(folder) / 'hivegate.db'}"
     env = {
         "PYTHONPATH": str(ROOT / "examples"),
         "HIVEGATE_SECURITY__TOKEN_SIGNING_KEY": SIGNING_KEY,
