@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -24,17 +23,12 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from hivegate.storage import AgentStore, SqlAgentStore, create_agent_store
+from tests.storage.cleanup import clean_database
 
 POSTGRES_URL_VARIABLE = "HIVEGATE_TEST_POSTGRES_URL"
 
 ALL_BACKENDS = ["memory", "sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 SQL_BACKENDS = ALL_BACKENDS[1:]
-
-_REGISTRY_TABLES = (
-    "oauth_refresh_tokens, oauth_grants, oauth_codes, oauth_requests, oauth_clients, "
-    "api_keys, users, agents, registry_state, alembic_version"
-)
-"""Every table the migrations create, dropped on PostgreSQL before and after each test."""
 
 
 @pytest.fixture(scope="session")
@@ -78,28 +72,6 @@ def _url_for(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> st
     return url
 
 
-@asynccontextmanager
-async def _clean(url: str) -> AsyncGenerator[None]:
-    """Drop the registry's tables (PostgreSQL) before and after the block; SQLite files are fresh per test."""
-    if not url.startswith("postgresql"):
-        yield
-        return
-    await _drop_registry_tables(url)
-    try:
-        yield
-    finally:
-        await _drop_registry_tables(url)
-
-
-async def _drop_registry_tables(url: str) -> None:
-    engine = create_async_engine(url)
-    try:
-        async with engine.begin() as conn:
-            await conn.execute(text(f"DROP TABLE IF EXISTS {_REGISTRY_TABLES}"))
-    finally:
-        await engine.dispose()
-
-
 @pytest.fixture(params=ALL_BACKENDS)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A URL for ``create_agent_store``, one per backend."""
@@ -115,7 +87,7 @@ def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture
 async def store(store_url: str) -> AsyncGenerator[AgentStore]:
     """A fresh, empty store on each backend."""
-    async with _clean(store_url):
+    async with clean_database(store_url):
         created = await create_agent_store(store_url)
         try:
             yield created
@@ -126,7 +98,7 @@ async def store(store_url: str) -> AsyncGenerator[AgentStore]:
 @pytest.fixture
 async def sql_store(sql_url: str) -> AsyncGenerator[SqlAgentStore]:
     """A fresh, empty SQL store on each SQL backend."""
-    async with _clean(sql_url):
+    async with clean_database(sql_url):
         created = await create_agent_store(sql_url)
         assert isinstance(created, SqlAgentStore)
         try:
@@ -138,5 +110,5 @@ async def sql_store(sql_url: str) -> AsyncGenerator[SqlAgentStore]:
 @pytest.fixture
 async def clean_sql_url(sql_url: str) -> AsyncGenerator[str]:
     """A database URL with no registry tables yet, on each SQL backend."""
-    async with _clean(sql_url):
+    async with clean_database(sql_url):
         yield sql_url

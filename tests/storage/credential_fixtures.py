@@ -12,18 +12,12 @@ from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from hivegate.storage.credentials import CredentialStore, create_credential_store
+from tests.storage.cleanup import clean_database
 from tests.storage.conftest import ALL_BACKENDS
 
 __all__ = ["credential_store", "credential_url"]
-
-_ALL_TABLES = (
-    "oauth_refresh_tokens, oauth_grants, oauth_codes, oauth_requests, oauth_clients, "
-    "api_keys, users, agents, registry_state, alembic_version"
-)
 
 
 @pytest.fixture(params=ALL_BACKENDS)
@@ -45,15 +39,8 @@ def credential_backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> st
 @pytest.fixture
 async def credential_url(credential_backend_url: str) -> AsyncGenerator[str]:
     """``credential_backend_url`` with no tables yet (PostgreSQL: dropped before and after the test)."""
-    url = credential_backend_url
-    if not url.startswith("postgresql"):
-        yield url
-        return
-    await _drop_all_tables(url)
-    try:
-        yield url
-    finally:
-        await _drop_all_tables(url)
+    async with clean_database(credential_backend_url):
+        yield credential_backend_url
 
 
 @pytest.fixture
@@ -64,12 +51,3 @@ async def credential_store(credential_url: str) -> AsyncGenerator[CredentialStor
         yield store
     finally:
         await store.close()
-
-
-async def _drop_all_tables(url: str) -> None:
-    engine = create_async_engine(url)
-    try:
-        async with engine.begin() as conn:
-            await conn.execute(text(f"DROP TABLE IF EXISTS {_ALL_TABLES}"))
-    finally:
-        await engine.dispose()

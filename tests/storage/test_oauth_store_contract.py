@@ -14,8 +14,6 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 from alembic import command
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from hivegate.auth.api_keys import key_digest
 from hivegate.storage.migrate import alembic_config
@@ -30,6 +28,7 @@ from hivegate.storage.oauth import (
 )
 from hivegate.storage.oauth_memory import MemoryOAuthStore
 from hivegate.storage.oauth_sql import SqlOAuthStore
+from tests.storage.cleanup import clean_database
 from tests.storage.conftest import ALL_BACKENDS, SQL_BACKENDS
 
 WAIT_SECONDS = 30
@@ -41,13 +40,6 @@ T = TypeVar("T")
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=UTC)
 PLUS_TWO = timezone(timedelta(hours=2))
-
-
-_ALL_TABLES = (
-    "oauth_refresh_tokens, oauth_grants, oauth_codes, oauth_requests, oauth_clients, "
-    "api_keys, users, agents, registry_state, alembic_version"
-)
-"""Every table the migrations create, dropped on PostgreSQL before and after each test."""
 
 
 @pytest.fixture(params=ALL_BACKENDS)
@@ -69,14 +61,8 @@ def oauth_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture
 async def clean_oauth_url(oauth_url: str) -> AsyncGenerator[str]:
     """``oauth_url`` with no tables yet (PostgreSQL: dropped before and after the test)."""
-    if not oauth_url.startswith("postgresql"):
+    async with clean_database(oauth_url):
         yield oauth_url
-        return
-    await _drop_all_tables(oauth_url)
-    try:
-        yield oauth_url
-    finally:
-        await _drop_all_tables(oauth_url)
 
 
 @pytest.fixture
@@ -87,15 +73,6 @@ async def oauth_store(clean_oauth_url: str) -> AsyncGenerator[OAuthStore]:
         yield store
     finally:
         await store.close()
-
-
-async def _drop_all_tables(url: str) -> None:
-    engine = create_async_engine(url)
-    try:
-        async with engine.begin() as conn:
-            await conn.execute(text(f"DROP TABLE IF EXISTS {_ALL_TABLES}"))
-    finally:
-        await engine.dispose()
 
 
 def digest() -> str:

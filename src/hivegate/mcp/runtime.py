@@ -44,7 +44,7 @@ from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.view import AgentView
 from hivegate.settings import Settings
 
-__all__ = ["AgentRuntime"]
+__all__ = ["AgentRuntime", "ListChangedServer"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +52,9 @@ _CACHEABLE: tuple[str, ...] = get_args(CacheableMethod)
 _SESSION_HEADER = "mcp-session-id"
 
 
-class _AgentServer(Server[Any]):
-    """The agent's SDK server; handshake-era sessions advertise ``listChanged`` (sent on the GET stream)."""
+class ListChangedServer(Server[Any]):
+    """An SDK server whose handshake-era sessions advertise ``listChanged`` (sent on the GET stream):
+    the agent servers and the user-level server."""
 
     def create_initialization_options(
         self,
@@ -178,7 +179,7 @@ class AgentRuntime:
 
     def _build_server(self) -> Server[Any]:
         h = self.handlers
-        server = _AgentServer(
+        server = ListChangedServer(
             self._view.spec.id,
             on_list_tools=h.on_list_tools,
             on_call_tool=h.on_call_tool,

@@ -37,8 +37,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.caching import CacheHint
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.lowlevel.server import NotificationOptions, Server
-from mcp.server.models import InitializationOptions
+from mcp.server.lowlevel.server import Server
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.subscriptions import (
@@ -63,7 +62,7 @@ from hivegate.mcp.event_store import MemoryEventStore
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.rendering import jsonrpc_error_response
-from hivegate.mcp.runtime import AgentRuntime
+from hivegate.mcp.runtime import AgentRuntime, ListChangedServer
 from hivegate.mcp.tools import MESSAGE_TOOL_SCHEMA
 from hivegate.mcp.transport import (
     HostPolicy,
@@ -118,21 +117,6 @@ def _principal_of(request: Any) -> Principal | None:
 
 def _user_key(username: str | None) -> str | None:
     return username.casefold() if username is not None else None
-
-
-class _UserServer(Server[Any]):
-    """Handshake-era sessions advertise ``listChanged`` (sent on the GET stream), as the agent servers do."""
-
-    def create_initialization_options(
-        self,
-        notification_options: NotificationOptions | None = None,
-        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
-        extensions: dict[str, dict[str, Any]] | None = None,
-    ) -> InitializationOptions:
-        options = notification_options or NotificationOptions(
-            prompts_changed=True, resources_changed=True, tools_changed=True
-        )
-        return super().create_initialization_options(options, experimental_capabilities, extensions)
 
 
 class _UserBus:
@@ -228,7 +212,7 @@ class UserEndpoint:
 
     def _build_server(self) -> Server[Any]:
         h = self.handlers
-        server = _UserServer(
+        server = ListChangedServer(
             USER_SERVER_NAME,
             version=__version__,
             title="hivegate",
