@@ -91,7 +91,6 @@ class EndpointGate:
                 raise McpDisabledError(f"MCP is disabled for agent {agent_id}")
             return ANONYMOUS
         scope = agent_scope(agent_id)
-        metadata_url = resource_metadata_url(self._base, path)
         try:
             principal = await self._resolver.resolve(headers)
             if principal is None:
@@ -107,7 +106,7 @@ class EndpointGate:
             elif principal.kind is CredentialKind.AGENT_KEY and agent_id not in (principal.agents or ()):
                 raise InsufficientScopeError("the agent key is bound to another agent", scope=scope)
         except (AuthenticationError, InsufficientScopeError) as exc:
-            raise self._challenged(exc, metadata_url, scope) from None
+            raise self._challenged(exc, resource_metadata_url(self._base, path), scope) from None
         if spec is None or not principal.may_reach(agent_id, spec.owner):
             raise AgentNotFoundError(agent_id)
         if not spec.mcp_enabled:
@@ -121,7 +120,6 @@ class EndpointGate:
             AuthenticationError: no, or an invalid, credential; a token for another resource.
             InsufficientScopeError: an agent key (``bak_``), which is not a user credential.
         """
-        metadata_url = resource_metadata_url(self._base, path)
         try:
             principal = await self._resolver.resolve(headers)
             if principal is None:
@@ -135,7 +133,7 @@ class EndpointGate:
                     "the user-level endpoint needs a user credential (OAuth or oag_)", scope=""
                 )
         except (AuthenticationError, InsufficientScopeError) as exc:
-            raise self._challenged(exc, metadata_url, None) from None
+            raise self._challenged(exc, resource_metadata_url(self._base, path), None) from None
         return principal
 
     @staticmethod
