@@ -94,7 +94,7 @@ class McpSettings(_Group):
     (its id then answers 404 and the client initializes again), and its budget slot returned."""
     max_sessions_per_agent: Annotated[int, Field(ge=1)] = 10_000
     """Open handshake-era sessions per endpoint (each agent's, and ``/mcp``); 503 beyond (the SDK's cap)."""
-    max_sessions_per_principal: Annotated[int, Field(ge=1)] = 64
+    max_sessions_per_principal: Annotated[int, Field(ge=1)] = 128
     """Open handshake-era sessions one principal may hold over every endpoint of the process; 429 beyond."""
     max_sessions_total: Annotated[int, Field(ge=1)] = 10_000
     """Open handshake-era sessions over every endpoint of the process (about 40 KiB each); 503 beyond."""
