@@ -150,8 +150,13 @@ async def held_stream(
                 lines = response.aiter_lines()
                 stack.push_async_callback(lines.aclose)  # type: ignore[attr-defined]  # an async generator
                 if body is not None:  # a listen stream: wait for its acknowledgement
-                    while "acknowledged" not in await anext(lines):
-                        pass
+                    async for line in lines:
+                        if "acknowledged" in line:
+                            break
+                        if '"error"' in line:  # refused inside the stream (the SDK's own cap)
+                            tally[response.status_code] -= 1
+                            tally["200 + JSON-RPC error"] += 1
+                            break
             else:
                 await response.aread()
         except httpx.HTTPError as exc:
