@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Generator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any
 
@@ -49,6 +49,7 @@ from hivegate.settings import McpSettings
 __all__ = ["Budget", "McpBudgets", "Slot", "opening_session", "principal_key", "take_opening_slot"]
 
 _SESSION_HEADER = "mcp-session-id"
+_NOTHING = nullcontext()
 
 
 class Slot:
@@ -238,11 +239,13 @@ class McpBudgets:
             retry_after_seconds=retry,
         )
 
-    @contextmanager
     def admit(
         self, scope: Scope, headers: Mapping[str, str], message: Any, principal: Principal, *, modern: bool
-    ) -> Generator[None]:
-        """Hold, around serving the request inside the block, the slot it opens (see the module table).
+    ) -> AbstractContextManager[object]:
+        """What to hold around serving the request: the slot it opens (see the module table), or nothing.
+
+        Use as ``with budgets.admit(...): serve()``; most requests open nothing and get a shared
+        no-op context (the check is a few dict lookups).
 
         Args:
             scope: the ASGI scope (its ``method`` and ``client``).
@@ -252,23 +255,15 @@ class McpBudgets:
             modern: the request is of the 2026-07-28 era (:func:`hivegate.mcp.transport.is_modern`).
 
         Raises:
-            BudgetExceededError, CapacityExhaustedError: before the block runs.
+            BudgetExceededError, CapacityExhaustedError: the slot cannot be had (nothing is held then).
         """
         method = scope["method"]
-        rpc_method = message.get("method") if isinstance(message, dict) else None
         if modern:
-            if method == "POST" and rpc_method == "subscriptions/listen":
-                with self.listen_streams.hold(principal_key(principal, scope.get("client"))):
-                    yield
-                return
+            if method == "POST" and isinstance(message, dict) and message.get("method") == "subscriptions/listen":
+                return self.listen_streams.hold(principal_key(principal, scope.get("client")))
         elif _SESSION_HEADER not in headers:
-            if method == "POST" and rpc_method == "initialize":
-                slot = self.sessions.acquire(principal_key(principal, scope.get("client")))
-                with opening_session(slot):
-                    yield
-                return
+            if method == "POST" and isinstance(message, dict) and message.get("method") == "initialize":
+                return opening_session(self.sessions.acquire(principal_key(principal, scope.get("client"))))
         elif method == "GET":
-            with self.get_streams.hold(principal_key(principal, scope.get("client"))):
-                yield
-            return
-        yield
+            return self.get_streams.hold(principal_key(principal, scope.get("client")))
+        return _NOTHING
