@@ -22,7 +22,7 @@ from hivegate.auth.principal import ANONYMOUS, CredentialKind, Principal
 from hivegate.errors import BudgetExceededError, CapacityExhaustedError
 from hivegate.mcp.budgets import Budget, McpBudgets, opening_session, principal_key
 from hivegate.mcp.legacy_sessions import BudgetedSessionManager
-from hivegate.settings import McpSettings, Settings
+from hivegate.settings import McpSettings
 
 WAIT_SECONDS = 10
 
@@ -272,7 +272,7 @@ async def test_shutdown_returns_every_slot() -> None:
 
 def test_defaults_are_sane() -> None:
     """Idle sessions end within minutes; one principal's caps are far below the process's."""
-    mcp = Settings().mcp
+    mcp = McpSettings()
     assert mcp.session_idle_timeout_seconds <= 600
     assert mcp.max_sessions_per_principal * 10 <= mcp.max_sessions_total
     assert mcp.max_listen_streams_per_principal * 10 <= mcp.max_listen_streams_total
