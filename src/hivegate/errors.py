@@ -23,7 +23,10 @@
     │   ├── InsufficientScopeError    insufficient_scope 403 -32600  (+ WWW-Authenticate)
     │   └── McpDisabledError          mcp_disabled      403  -32600
     ├── ServiceUnavailableError       service_unavailable 503 -32603
-    │   └── AgentUnavailableError     agent_unavailable 503  -32603
+    │   ├── AgentUnavailableError     agent_unavailable 503  -32603
+    │   └── CapacityExhaustedError    capacity_exhausted 503 -32603  (+ Retry-After)
+    ├── RateLimitedError              rate_limited      429  -32603  (+ Retry-After)
+    │   └── BudgetExceededError       budget_exceeded   429  -32603  (+ Retry-After)
     ├── MisdirectedRequestError       invalid_host      421  -32600
     ├── NotAcceptableError            not_acceptable    406  -32600
     ├── AgentError                    agent_error       200  (an ``isError`` tool result)
@@ -42,6 +45,8 @@ __all__ = [
     "AgentUnavailableError",
     "AuthenticationError",
     "BatchNotSupportedError",
+    "BudgetExceededError",
+    "CapacityExhaustedError",
     "ForbiddenOriginError",
     "GatewayError",
     "InsufficientScopeError",
@@ -57,6 +62,7 @@ __all__ = [
     "ParseError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
+    "RateLimitedError",
     "ResourceNotFoundError",
     "ServiceUnavailableError",
     "SessionNotFoundError",
@@ -224,6 +230,46 @@ class AgentUnavailableError(ServiceUnavailableError):
     """The agent's backend cannot be loaded or started; details go to the server log only."""
 
     code = "agent_unavailable"
+
+
+class CapacityExhaustedError(ServiceUnavailableError):
+    """A process-wide cap is reached (every caller is refused until room frees up); sent with ``Retry-After``.
+
+    ``data``: ``{"budget": <what is exhausted, e.g. "sessions">, "limit": <the cap>}``.
+    Spec: RFC 9110 §15.6.4 (503), §10.2.3 (Retry-After).
+    """
+
+    code = "capacity_exhausted"
+
+    def __init__(self, message: str, *, retry_after_seconds: int, data: Any = None) -> None:
+        super().__init__(message, data=data)
+        self.retry_after_seconds = retry_after_seconds
+        self.headers["Retry-After"] = str(retry_after_seconds)
+
+
+class RateLimitedError(GatewayError):
+    """The caller is over one of its own limits (others are still served); sent with ``Retry-After``.
+
+    Spec: RFC 6585 §4 (429), RFC 9110 §10.2.3 (Retry-After).
+    """
+
+    code = "rate_limited"
+    http_status = 429
+    jsonrpc_code = INTERNAL_ERROR
+
+    def __init__(self, message: str, *, retry_after_seconds: int, data: Any = None) -> None:
+        super().__init__(message, data=data)
+        self.retry_after_seconds = retry_after_seconds
+        self.headers["Retry-After"] = str(retry_after_seconds)
+
+
+class BudgetExceededError(RateLimitedError):
+    """The caller holds as many of a resource (sessions, streams) as one principal may at once.
+
+    ``data``: ``{"budget": "sessions" | "listen_streams" | "get_streams", "limit": <per-principal cap>}``.
+    """
+
+    code = "budget_exceeded"
 
 
 class MisdirectedRequestError(GatewayError):

@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -80,12 +89,36 @@ class DatabaseSettings(_Group):
 
 class McpSettings(_Group):
     default_page_size: Annotated[int, Field(ge=1, le=1000)] = 50
-    session_idle_timeout_seconds: Annotated[float, Field(gt=0)] = 1800.0
+    session_idle_timeout_seconds: Annotated[float, Field(gt=0)] = 300.0
+    """A handshake-era session with no request in flight (no open GET stream either) for this long is ended
+    (its id then answers 404 and the client initializes again), and its budget slot returned."""
     max_sessions_per_agent: Annotated[int, Field(ge=1)] = 10_000
+    """Open handshake-era sessions per endpoint (each agent's, and ``/mcp``); 503 beyond (the SDK's cap)."""
+    max_sessions_per_principal: Annotated[int, Field(ge=1)] = 128
+    """Open handshake-era sessions one principal may hold over every endpoint of the process; 429 beyond."""
+    max_sessions_total: Annotated[int, Field(ge=1)] = 10_000
+    """Open handshake-era sessions over every endpoint of the process (about 40 KiB each); 503 beyond."""
+    max_listen_streams_per_principal: Annotated[int, Field(ge=1)] = 16
+    """Open 2026-07-28 ``subscriptions/listen`` streams per principal; 429 beyond."""
+    max_listen_streams_total: Annotated[int, Field(ge=1)] = 1024
+    """Open ``subscriptions/listen`` streams over every endpoint of the process; 503 beyond."""
+    max_get_streams_per_principal: Annotated[int, Field(ge=1)] = 64
+    """Open handshake-era GET (SSE) streams per principal; 429 beyond."""
+    max_get_streams_total: Annotated[int, Field(ge=1)] = 4096
+    """Open handshake-era GET streams over every endpoint of the process; 503 beyond."""
+    budget_retry_after_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
+    """``Retry-After`` sent with a refusal of the caps above."""
     sse_retry_interval_ms: Annotated[int, Field(ge=0)] = 1000
     """``retry:`` advice on handshake-era SSE streams (SEP-1699 polling)."""
     fast_path: bool = True
     """Serve plain 2026-07-28 JSON requests on hivegate's lean path (same handlers as the SDK path)."""
+
+    @model_validator(mode="after")
+    def _per_principal_within_total(self) -> McpSettings:
+        for resource in ("sessions", "listen_streams", "get_streams"):
+            if getattr(self, f"max_{resource}_per_principal") > getattr(self, f"max_{resource}_total"):
+                raise ValueError(f"max_{resource}_per_principal must not exceed max_{resource}_total")
+        return self
 
 
 def _long_enough(value: SecretStr) -> SecretStr:

@@ -17,6 +17,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from hivegate.agents.model import AgentSpec
 from hivegate.agents.registry import AgentChange, AgentRegistry
 from hivegate.errors import AgentUnavailableError
+from hivegate.mcp.budgets import McpBudgets
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.runtime import AgentRuntime
 from hivegate.settings import Settings
@@ -33,6 +34,8 @@ class AgentHost:
         self._registry = registry
         self._settings = settings
         self._codec = CursorCodec(settings.security.cursor_key.get_secret_value().encode())
+        self.budgets = McpBudgets(settings.mcp)
+        """What callers hold open on every MCP endpoint of this process (sessions, streams)."""
         self._runtimes: dict[str, AgentRuntime] = {}
         self._locks: dict[str, anyio.Lock] = {}
         self._failed: dict[str, AgentSpec] = {}

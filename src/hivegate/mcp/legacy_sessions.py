@@ -5,6 +5,11 @@ readiness when it accepts ``notifications/initialized``, and the end on ``DELETE
 is always confirmed against the SDK session manager's own table, and a request served outside
 the SDK restarts the session's idle countdown as one served through it would.
 
+:class:`BudgetedSessionManager` is the SDK's session manager that also holds each session's
+``sessions`` budget slot (:mod:`hivegate.mcp.budgets`) from the moment it admits the session
+until it discards it, whichever way the session ends (``DELETE``, idle expiry, a refused or
+failed opening request, a crash, shutdown).
+
 Spec: MCP 2025-11-25 basic/transports#session-management, basic/lifecycle#initialization.
 """
 
@@ -13,19 +18,49 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from starlette.types import Message, Send
 
-__all__ = ["LegacySessions", "negotiated_version"]
+from hivegate.mcp.budgets import Slot, take_opening_slot
+
+__all__ = ["BudgetedSessionManager", "LegacySessions", "negotiated_version"]
 
 
 def negotiated_version(initialize_params: Any) -> str:
     """The version the SDK answers ``initialize`` with: the requested one if it knows it, else its latest."""
     requested = initialize_params.get("protocolVersion") if isinstance(initialize_params, dict) else None
     return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+
+
+class BudgetedSessionManager(StreamableHTTPSessionManager):
+    """The SDK's ``StreamableHTTPSessionManager`` (same arguments), holding one budget slot per open session.
+
+    A session takes the slot its opening request was offered (:func:`hivegate.mcp.budgets.opening_session`)
+    when the SDK admits it, and returns it when the SDK discards it: every way a session ends goes
+    through that one method (mcp==2.3.0, which is pinned).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._slots: dict[str, Slot] = {}
+
+    def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
+        transport = super()._admit_session(requestor)
+        if transport is not None and transport.mcp_session_id is not None:
+            slot = take_opening_slot()
+            if slot is not None:
+                self._slots[transport.mcp_session_id] = slot
+        return transport
+
+    async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
+        slot = self._slots.pop(session_id, None)
+        if slot is not None:  # before any await: the slot is back even if this task is being cancelled
+            slot.release()
+        await super()._discard_session(session_id, transport)
 
 
 class LegacySessions:

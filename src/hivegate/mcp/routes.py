@@ -15,7 +15,7 @@ from starlette.types import Receive, Scope, Send
 
 from hivegate.agents.model import AGENT_ID_PATTERN
 from hivegate.auth.gate import EndpointGate
-from hivegate.auth.principal import principal_scope
+from hivegate.auth.principal import current_principal, principal_scope
 from hivegate.errors import AgentNotFoundError, GatewayError
 from hivegate.mcp.fastpath import fast_candidate, serve_fast
 from hivegate.mcp.host import AgentHost
@@ -103,7 +103,10 @@ class McpEndpoint:
             send = without_session_header_on_error(send)
         elif scope["method"] == "DELETE":
             runtime.legacy_sessions.forget(headers["mcp-session-id"])
-        await runtime.manager.handle_request(scope, receive, send)
+        with self._host.budgets.admit(
+            scope, headers, decoded if modern else message, current_principal(), modern=modern
+        ):
+            await runtime.manager.handle_request(scope, receive, send)
 
     @staticmethod
     def _watch_legacy(runtime: AgentRuntime, headers: dict[str, str], message: dict[str, Any], send: Send) -> Send:

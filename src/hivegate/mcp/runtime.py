@@ -22,7 +22,6 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
     ListenHandler,
@@ -39,7 +38,7 @@ from hivegate.backends.base import Backend
 from hivegate.backends.python import create_python_backend
 from hivegate.mcp.event_store import MemoryEventStore
 from hivegate.mcp.handlers import AgentHandlers
-from hivegate.mcp.legacy_sessions import LegacySessions
+from hivegate.mcp.legacy_sessions import BudgetedSessionManager, LegacySessions
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.view import AgentView
 from hivegate.settings import Settings
@@ -108,12 +107,13 @@ class AgentRuntime:
         self._view = view
         self._task_group = task_group
         self._default_page_size = settings.mcp.default_page_size
+        self._max_listen_streams = settings.mcp.max_listen_streams_total
         self.bus = _AgentBus()
         self.bus.relay_from(view.backend)
         self.handlers = AgentHandlers(lambda: self._view, codec, settings.mcp.default_page_size)
         self.server = self._build_server()
         self._apply_identity(view.spec)
-        self.manager = StreamableHTTPSessionManager(
+        self.manager = BudgetedSessionManager(
             app=self.server,
             event_store=MemoryEventStore(),
             retry_interval=settings.mcp.sse_retry_interval_ms,
@@ -189,7 +189,7 @@ class AgentRuntime:
             on_list_prompts=h.on_list_prompts,
             on_get_prompt=h.on_get_prompt,
             on_completion=h.on_completion,
-            on_subscriptions_listen=ListenHandler(self.bus),
+            on_subscriptions_listen=ListenHandler(self.bus, max_subscriptions=self._max_listen_streams),
             get_tool_input_schema=self.tool_input_schema,
         )
         # Handshake-era only: the modern wire answers these with -32601 (they were removed in 2026-07-28).

@@ -60,6 +60,7 @@ from hivegate.auth.principal import Principal, current_principal, principal_scop
 from hivegate.errors import GatewayError, InternalError
 from hivegate.mcp.event_store import MemoryEventStore
 from hivegate.mcp.host import AgentHost
+from hivegate.mcp.legacy_sessions import BudgetedSessionManager
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.rendering import jsonrpc_error_response
 from hivegate.mcp.runtime import AgentRuntime, ListChangedServer
@@ -197,8 +198,9 @@ class UserEndpoint:
         self._events: MemoryObjectSendStream[tuple[frozenset[str], ServerEvent]] | None = None
         codec = CursorCodec(settings.security.cursor_key.get_secret_value().encode())
         self.handlers = UserHandlers(host, self._agents, codec, settings.mcp.default_page_size, self._relay)
+        self._max_listen_streams = settings.mcp.max_listen_streams_total
         self.server = self._build_server()
-        self.manager = StreamableHTTPSessionManager(
+        self.manager = BudgetedSessionManager(
             app=self.server,
             event_store=MemoryEventStore(),
             retry_interval=settings.mcp.sse_retry_interval_ms,
@@ -228,7 +230,7 @@ class UserEndpoint:
             on_list_prompts=h.on_list_prompts,
             on_get_prompt=h.on_get_prompt,
             on_completion=h.on_completion,
-            on_subscriptions_listen=ListenHandler(self._bus),
+            on_subscriptions_listen=ListenHandler(self._bus, max_subscriptions=self._max_listen_streams),
         )
         server.cache_hints = {method: _PRIVATE_NOW for method in _CACHEABLE}
         server.middleware.append(self._as_caller)
@@ -275,12 +277,15 @@ class UserEndpoint:
             raise InternalError("the credential names no user")
         with principal_scope(principal):
             modern = is_modern(headers)
+            message: Any = None
             if scope["method"] == "POST":
-                receive = (await read_mcp_post(scope, receive, headers, self._max_body_bytes, modern=modern)).receive
+                post = await read_mcp_post(scope, receive, headers, self._max_body_bytes, modern=modern)
+                receive, message = post.receive, post.decoded
             if not modern and _SESSION_HEADER not in headers:
                 send = without_session_header_on_error(send)
             scope["user"] = _Caller(principal)
-            await self.manager.handle_request(scope, receive, send)
+            with self._host.budgets.admit(scope, headers, message, principal, modern=modern):
+                await self.manager.handle_request(scope, receive, send)
 
     async def _as_caller(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Serve each request as its own caller (a handshake-era session's tasks inherit the opener's

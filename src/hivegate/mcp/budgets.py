@@ -1,0 +1,269 @@
+"""Count budgets for what a caller holds open on the MCP endpoints: sessions, listen streams, GET streams.
+
+A :class:`Budget` caps how many of one resource a single principal holds at once and how many
+all principals of this process hold together. The per-principal cap is what keeps one caller
+from locking everyone else out; the total bounds the process's memory. :class:`McpBudgets`
+holds the three budgets of one process (shared by every ``/{agentId}/mcp`` endpoint and
+``/mcp``) and decides from a request which one it draws on:
+
+==================================================  ==================  =========================
+request                                             budget              slot held until
+==================================================  ==================  =========================
+handshake-era ``initialize`` POST (no session id)   ``sessions``        the SDK discards the
+                                                                        session (DELETE, idle
+                                                                        expiry, refused opening,
+                                                                        shutdown)
+handshake-era GET with ``Mcp-Session-Id``           ``get_streams``     the response ends (client
+                                                                        disconnect included)
+2026-07-28 ``subscriptions/listen`` POST            ``listen_streams``  the response ends
+==================================================  ==================  =========================
+
+A principal over its own cap gets :class:`~hivegate.errors.BudgetExceededError` (429); any
+caller while the process total is reached gets :class:`~hivegate.errors.CapacityExhaustedError`
+(503); both carry ``Retry-After``. Counting is synchronous (no ``await`` between the check and
+the increment), so concurrent openings on the one event loop never exceed a cap; the budgets
+are not thread-safe and are per process (N replicas allow N times the total).
+
+Principals are keyed by :func:`principal_key`: the user for OAuth tokens and ``oag_`` keys, the
+key for ``bak_`` keys, the client address (an IPv6 address by its /64) for anonymous callers
+of ``auth = "none"`` agents.
+
+Spec: MCP 2025-11-25 basic/transports#session-management and #listening-for-messages-from-the-server;
+MCP 2026-07-28 basic/utilities/subscriptions; RFC 6585 §4 (429); RFC 9110 §10.2.3 (Retry-After).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Generator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
+from typing import Any
+
+from starlette.types import Scope
+
+from hivegate.auth.principal import CredentialKind, Principal
+from hivegate.errors import BudgetExceededError, CapacityExhaustedError
+from hivegate.settings import McpSettings
+
+__all__ = ["Budget", "McpBudgets", "Slot", "opening_session", "principal_key", "take_opening_slot"]
+
+_SESSION_HEADER = "mcp-session-id"
+_NOTHING = nullcontext()
+
+
+class Slot:
+    """One unit of a :class:`Budget` held by one principal; :meth:`release` returns it (idempotent)."""
+
+    __slots__ = ("_budget", "_released", "key")
+
+    def __init__(self, budget: Budget, key: str) -> None:
+        self._budget = budget
+        self.key = key
+        self._released = False
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def release(self) -> None:
+        """Give the slot back to its budget; later calls do nothing."""
+        if not self._released:
+            self._released = True
+            self._budget._return(self.key)  # pyright: ignore[reportPrivateUsage]  # Slot and Budget are one unit
+
+
+class Budget:
+    """At most ``per_principal`` slots per principal key and ``total`` slots in all, held at once.
+
+    Args:
+        name: what is counted (``"sessions"``, ``"listen_streams"``, ``"get_streams"``): the
+            ``data.budget`` of the errors.
+        per_principal: the cap per key (>= 1).
+        total: the cap over every key (>= ``per_principal``).
+        retry_after_seconds: the ``Retry-After`` sent with a refusal.
+
+    Not thread-safe: use from one event loop (every method is synchronous).
+    """
+
+    def __init__(self, name: str, *, per_principal: int, total: int, retry_after_seconds: int) -> None:
+        if not 1 <= per_principal <= total:
+            raise ValueError(f"{name}: need 1 <= per_principal ({per_principal}) <= total ({total})")
+        self.name = name
+        self.per_principal = per_principal
+        self.total = total
+        self.retry_after_seconds = retry_after_seconds
+        self._held: dict[str, int] = {}
+        self._total_held = 0
+
+    @property
+    def total_held(self) -> int:
+        """Slots held now, over every principal."""
+        return self._total_held
+
+    def held(self, key: str) -> int:
+        """Slots held now by ``key``."""
+        return self._held.get(key, 0)
+
+    def acquire(self, key: str) -> Slot:
+        """Take one slot for ``key``.
+
+        Raises:
+            BudgetExceededError: ``key`` already holds ``per_principal`` slots (429).
+            CapacityExhaustedError: ``total`` slots are held in all (503).
+        """
+        held = self._held.get(key, 0)
+        if held >= self.per_principal:
+            raise BudgetExceededError(
+                f"Too many open {self.name.replace('_', ' ')} for this caller (limit {self.per_principal})",
+                retry_after_seconds=self.retry_after_seconds,
+                data={"budget": self.name, "limit": self.per_principal},
+            )
+        if self._total_held >= self.total:
+            raise CapacityExhaustedError(
+                f"The server has no room for more {self.name.replace('_', ' ')} (limit {self.total})",
+                retry_after_seconds=self.retry_after_seconds,
+                data={"budget": self.name, "limit": self.total},
+            )
+        self._held[key] = held + 1
+        self._total_held += 1
+        return Slot(self, key)
+
+    @contextmanager
+    def hold(self, key: str) -> Generator[Slot]:
+        """Hold one slot for ``key`` inside the ``with`` block; it is returned however the block ends.
+
+        Raises:
+            BudgetExceededError, CapacityExhaustedError: as :meth:`acquire`, before the block runs.
+        """
+        slot = self.acquire(key)
+        try:
+            yield slot
+        finally:
+            slot.release()
+
+    def _return(self, key: str) -> None:
+        held = self._held[key] - 1
+        if held:
+            self._held[key] = held
+        else:
+            del self._held[key]
+        self._total_held -= 1
+
+
+class _Offer:
+    __slots__ = ("slot",)
+
+    def __init__(self, slot: Slot) -> None:
+        self.slot: Slot | None = slot
+
+
+_offer: ContextVar[_Offer | None] = ContextVar("hivegate_opening_session_slot", default=None)
+
+
+@contextmanager
+def opening_session(slot: Slot) -> Generator[None]:
+    """Offer ``slot`` to the session the request served inside the block may open.
+
+    The session manager takes it with :func:`take_opening_slot` when it admits the session
+    (and returns it when the session is discarded); a slot nobody took is released on exit.
+    """
+    offer = _Offer(slot)
+    token = _offer.set(offer)
+    try:
+        yield
+    finally:
+        _offer.reset(token)
+        if offer.slot is not None:
+            offer.slot.release()
+
+
+def take_opening_slot() -> Slot | None:
+    """The slot offered by :func:`opening_session` to this request (only once), or None."""
+    offer = _offer.get()
+    if offer is None:
+        return None
+    slot, offer.slot = offer.slot, None
+    return slot
+
+
+def principal_key(principal: Principal, client: tuple[str, int] | None) -> str:
+    """Whose budget a request draws on.
+
+    ``user:{user_id}`` for OAuth tokens and ``oag_`` keys (all of a user's clients together),
+    ``key:{credential_id}`` for ``bak_`` keys (a key handed to a machine cannot starve its
+    user's own clients), ``addr:{address}`` for anonymous callers (``client`` is the ASGI
+    ``scope["client"]``; an IPv6 address counts by its /64, which one host usually owns whole).
+    """
+    kind = principal.kind
+    if kind is CredentialKind.NONE:
+        return "addr:" + _address_key(client[0] if client else "")
+    if kind is CredentialKind.AGENT_KEY:
+        return f"key:{principal.credential_id}"
+    return f"user:{principal.user_id}"
+
+
+def _address_key(host: str) -> str:
+    if ":" not in host:
+        return host
+    try:
+        address = ipaddress.IPv6Address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(ipaddress.IPv6Network((address, 64), strict=False))
+
+
+class McpBudgets:
+    """The ``sessions``, ``listen_streams`` and ``get_streams`` budgets of one process (``mcp.*`` settings)."""
+
+    def __init__(self, settings: McpSettings) -> None:
+        retry = settings.budget_retry_after_seconds
+        self.sessions = Budget(
+            "sessions",
+            per_principal=settings.max_sessions_per_principal,
+            total=settings.max_sessions_total,
+            retry_after_seconds=retry,
+        )
+        self.listen_streams = Budget(
+            "listen_streams",
+            per_principal=settings.max_listen_streams_per_principal,
+            total=settings.max_listen_streams_total,
+            retry_after_seconds=retry,
+        )
+        self.get_streams = Budget(
+            "get_streams",
+            per_principal=settings.max_get_streams_per_principal,
+            total=settings.max_get_streams_total,
+            retry_after_seconds=retry,
+        )
+
+    def admit(
+        self, scope: Scope, headers: Mapping[str, str], message: Any, principal: Principal, *, modern: bool
+    ) -> AbstractContextManager[object]:
+        """What to hold around serving the request: the slot it opens (see the module table), or nothing.
+
+        Use as ``with budgets.admit(...): serve()``; most requests open nothing and get a shared
+        no-op context (the check is a few dict lookups).
+
+        Args:
+            scope: the ASGI scope (its ``method`` and ``client``).
+            headers: the request headers, lower-case names.
+            message: the decoded POST body (the JSON-RPC message), or None.
+            principal: the admitted caller.
+            modern: the request is of the 2026-07-28 era (:func:`hivegate.mcp.transport.is_modern`).
+
+        Raises:
+            BudgetExceededError, CapacityExhaustedError: the slot cannot be had (nothing is held then).
+        """
+        method = scope["method"]
+        if modern:
+            if method == "POST" and isinstance(message, dict) and message.get("method") == "subscriptions/listen":
+                return self.listen_streams.hold(principal_key(principal, scope.get("client")))
+        elif _SESSION_HEADER not in headers:
+            if method == "POST" and isinstance(message, dict) and message.get("method") == "initialize":
+                return opening_session(self.sessions.acquire(principal_key(principal, scope.get("client"))))
+        elif method == "GET":
+            return self.get_streams.hold(principal_key(principal, scope.get("client")))
+        return _NOTHING
