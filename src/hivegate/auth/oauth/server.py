@@ -52,11 +52,9 @@ from mcp.server.auth.middleware.client_auth import AuthenticationError, ClientAu
 from mcp.server.auth.settings import ClientRegistrationOptions
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, RequestBodyLimitMiddleware
 from mcp.shared.auth import (
-    InvalidRedirectUriError,
     OAuthMetadata,
 )
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
-from pydantic import AnyUrl, ValidationError
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
@@ -70,6 +68,7 @@ from hivegate.agents.model import AgentSpec
 from hivegate.agents.registry import AgentRegistry
 from hivegate.auth.oauth.cimd import ClientMetadataResolver
 from hivegate.auth.oauth.pages import PAGE_HEADERS, AgentChoice, ClientView, CsrfTokens, Pages
+from hivegate.auth.oauth.pkce import code_verifier_problem
 from hivegate.auth.oauth.provider import (
     AGENT_ID_RE,
     BROWSER_COOKIE,
@@ -77,15 +76,17 @@ from hivegate.auth.oauth.provider import (
     MAX_FORM_FIELDS,
     REQUEST_ID_RE,
     GatewayOAuthProvider,
+    client_redirect_matches,
     secret_digest,
     token_request_resources,
     utc_now,
     with_params,
 )
 from hivegate.auth.oauth.redirects import LOOPBACK_REDIRECT_HOSTS
+from hivegate.auth.oauth.resource_metadata import protected_resource_metadata
 from hivegate.auth.oauth.throttle import LoginThrottle
 from hivegate.auth.passwords import hash_password, verify_password
-from hivegate.auth.principal import agent_scope
+from hivegate.auth.principal import USER_SCOPE
 from hivegate.auth.tokens import TokenCodec
 from hivegate.auth.urls import agent_resource, user_resource
 from hivegate.settings import Settings
@@ -141,6 +142,21 @@ def _invalid_form(description: str) -> Response:
         status_code=400,
         headers={"Cache-Control": "no-store"},
     )
+
+
+def _code_verifier_problem(form: FormData) -> str | None:
+    """Why an ``authorization_code`` token request's ``code_verifier`` is malformed, or None.
+
+    Checked before the SDK's handler looks the code up, so a malformed request (``invalid_request``,
+    RFC 6749 §5.2) does not use up the code; a missing verifier is left to the handler (also
+    ``invalid_request``). Spec: RFC 7636 §4.1, §4.6.
+    """
+    if _field(form, "grant_type") != "authorization_code" or "code_verifier" not in form:
+        return None
+    values = form.getlist("code_verifier")
+    if len(values) != 1 or not isinstance(values[0], str):
+        return "send exactly one code_verifier"
+    return code_verifier_problem(values[0])
 
 
 def _field(form: FormData, name: str) -> str:
@@ -242,32 +258,23 @@ class AuthorizationServer:
         return JSONResponse(self.metadata, headers={"Cache-Control": "public, max-age=3600"})
 
     async def _user_resource_metadata(self, request: Request) -> Response:
-        return self._resource_metadata(user_resource(self.issuer), "hivegate: your MCP agents", None)
+        return self._resource_metadata(user_resource(self.issuer), None)
 
     async def _agent_resource_metadata(self, request: Request) -> Response:
         agent_id: str = request.path_params["agent_id"]
         if AGENT_ID_RE.fullmatch(agent_id) is None:
             return JSONResponse({"error": "not_found"}, status_code=404)
-        resource = agent_resource(self.issuer, agent_id)
-        return self._resource_metadata(resource, f"hivegate agent {agent_id}", agent_scope(agent_id))
+        return self._resource_metadata(agent_resource(self.issuer, agent_id), agent_id)
 
     async def _alias_resource_metadata(self, request: Request) -> Response:
         agent_id: str = request.path_params["agent_id"]
         if AGENT_ID_RE.fullmatch(agent_id) is None:
             return JSONResponse({"error": "not_found"}, status_code=404)
-        resource = f"{self.issuer}/agents/{agent_id}/mcp"
-        return self._resource_metadata(resource, f"hivegate agent {agent_id}", agent_scope(agent_id))
+        return self._resource_metadata(f"{self.issuer}/agents/{agent_id}/mcp", agent_id)
 
-    def _resource_metadata(self, resource: str, name: str, scope: str | None) -> Response:
-        """RFC 9728 §2 metadata for ``resource`` (built from the id alone: existence does not leak)."""
-        metadata: dict[str, Any] = {
-            "resource": resource,
-            "authorization_servers": [self.issuer],
-            "bearer_methods_supported": ["header"],
-            "resource_name": name,
-        }
-        if scope is not None:
-            metadata["scopes_supported"] = [scope]
+    def _resource_metadata(self, resource: str, agent_id: str | None) -> Response:
+        """RFC 9728 §2 metadata for ``resource`` (built by :func:`protected_resource_metadata`)."""
+        metadata = protected_resource_metadata(self.issuer, resource, agent_id)
         return JSONResponse(metadata, headers={"Cache-Control": "public, max-age=3600"})
 
     # -- authorize -------------------------------------------------------------------------
@@ -283,12 +290,8 @@ class AuthorizationServer:
         raw = params.get("redirect_uri")
         registered = [str(uri) for uri in client.redirect_uris or ()]
         if raw is not None:
-            try:
-                client.validate_redirect_uri(AnyUrl(raw) if isinstance(raw, str) else None)
-                accepted = isinstance(raw, str)
-            except (ValidationError, InvalidRedirectUriError):
-                accepted = False
-            if not accepted:
+            # matched as sent, before the SDK parses (and normalises) it: RFC 6749 §3.1.2.3, RFC 8252 §7.3
+            if not isinstance(raw, str) or not client_redirect_matches(client, raw):
                 return self._error_page(
                     request, "Invalid redirect URI", "The redirect URI is not registered for this application.", 400
                 )
@@ -473,6 +476,8 @@ class AuthorizationServer:
 
     def _preselected(self, pending: AuthorizationRequestRecord, agents: Sequence[AgentSpec]) -> set[str]:
         chosen = {scope.removeprefix("agent:") for scope in pending.scopes if scope.startswith("agent:")}
+        if USER_SCOPE in pending.scopes:
+            return {a.id for a in agents}
         if pending.resource is not None:
             target = self.provider.parse_resource(pending.resource)
             if target is not None and target.agent_id is None:
@@ -569,6 +574,9 @@ class AuthorizationServer:
 
     async def _token(self, request: Request) -> Response:
         form = await request.form(max_files=0)
+        verifier_problem = _code_verifier_problem(form)
+        if verifier_problem is not None:
+            return _invalid_form(verifier_problem)
         resources = tuple(v for v in form.getlist("resource") if isinstance(v, str))
         reset = token_request_resources.set(resources)
         try:
@@ -614,6 +622,13 @@ class AuthorizationServer:
                 {"error": "slow_down", "error_description": f"too many registrations; try again in {wait} s"},
                 status_code=429,
                 headers={"Retry-After": str(wait), "Cache-Control": "no-store"},
+            )
+        problem = self.provider.registration_redirect_problem(await request.body())
+        if problem is not None:
+            return JSONResponse(
+                {"error": "invalid_redirect_uri", "error_description": problem},
+                status_code=400,
+                headers={"Cache-Control": "no-store"},
             )
         response = await self._register_handler.handle(request)
         if response.status_code == 201:
