@@ -108,7 +108,17 @@ def test_refused(uri: str, reason: str) -> None:
 LOOPBACK_HOSTS = ("127.0.0.1", "[::1]", "localhost")
 _segment = st.text(alphabet=string.ascii_letters + string.digits + "-_~", min_size=1, max_size=12)
 _paths = st.lists(_segment, max_size=4).map(lambda parts: "/" + "/".join(parts))
-_queries = st.one_of(st.just(""), st.builds(lambda k, v: f"?{k}={v}", _segment, _segment))
+
+
+def _query(key: str, value: str) -> str:
+    return f"?{key}={value}"
+
+
+def _web_uri(host: str, path: str, query: str) -> str:
+    return f"https://{host}.example.com{path}{query}"
+
+
+_queries = st.one_of(st.just(""), st.builds(_query, _segment, _segment))
 _ports = st.integers(min_value=1, max_value=65535)
 
 
@@ -177,12 +187,7 @@ def test_loopback_mutations_never_match(uri: tuple[str, str, int | None], mutati
     assert not redirect_uri_matches(registered, requested), name
 
 
-_web_uris = st.builds(
-    lambda host, path, query: f"https://{host}.example.com{path}{query}",
-    _segment.map(str.lower),
-    _paths,
-    _queries,
-)
+_web_uris = st.builds(_web_uri, _segment.map(str.lower), _paths, _queries)
 
 
 @settings(max_examples=200, deadline=None)
