@@ -127,6 +127,18 @@ async def test_loopback_redirect_matches_on_any_port(oauth: OAuthServer, browser
     assert redeemed.status_code == 200, redeemed.text
 
 
+async def test_https_redirect_without_a_path(oauth: OAuthServer, browser: Browser) -> None:
+    """Issue 7 item 9: exact matching still serves a redirect URI with an empty path (the SDK adds a ``/``)."""
+    uri = "https://client.example.com"
+    client = await browser.register(redirect_uris=[uri])
+    verifier, challenge = pkce()
+    code = await browser.code(client["client_id"], challenge, ["alpha"], redirect_uri=uri)
+    redeemed = await browser.exchange(client["client_id"], code, verifier, redirect_uri=uri)
+    assert redeemed.status_code == 200, redeemed.text
+    refused = await _authorize(browser, client["client_id"], "https://client.example.com/x", challenge)
+    assert refused.status_code == 400
+
+
 @pytest.mark.parametrize(
     "requested",
     [

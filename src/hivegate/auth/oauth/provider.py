@@ -33,7 +33,6 @@ from mcp.server.auth.provider import (
     TokenError,
 )
 from mcp.shared.auth import (
-    InvalidRedirectUriError,
     OAuthClientInformationFull,
     OAuthToken,
 )
@@ -41,9 +40,10 @@ from pydantic import AnyUrl, ConfigDict, TypeAdapter
 
 from hivegate.agents.model import AGENT_ID_PATTERN
 from hivegate.auth.oauth.cimd import ClientMetadataError, ClientMetadataResolver, is_client_metadata_url
+from hivegate.auth.oauth.clients import GatewayClient, client_name_problem
 from hivegate.auth.oauth.pkce import is_s256_challenge
-from hivegate.auth.oauth.redirects import RedirectPolicy, redirect_uri_matches
-from hivegate.auth.principal import USER_SCOPE, agent_scope
+from hivegate.auth.oauth.redirects import RedirectPolicy
+from hivegate.auth.principal import agent_scope
 from hivegate.auth.tokens import InvalidAccessToken, TokenCodec
 from hivegate.auth.urls import agent_resource
 from hivegate.settings import Settings
@@ -65,8 +65,6 @@ __all__ = [
     "REQUEST_ID_RE",
     "GatewayOAuthProvider",
     "client_name_problem",
-    "client_redirect_matches",
-    "is_known_scope",
     "secret_digest",
     "token_request_resources",
     "utc_now",
@@ -79,7 +77,6 @@ BROWSER_COOKIE = "hivegate_oauth_browser"
 """The random cookie that ties a sign-in to one browser (its SHA-256 is stored with the request)."""
 
 AGENT_ID_RE = re.compile(AGENT_ID_PATTERN)
-_AGENT_SCOPE = re.compile(r"agent:[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 REQUEST_ID_RE = re.compile(r"[A-Za-z0-9_-]{16,128}")
 _URL = TypeAdapter(AnyUrl, config=ConfigDict(url_preserve_empty_path=True))
 FORM_BODY_LIMIT = 64 * 1024
@@ -103,81 +100,6 @@ def with_params(uri: str, params: dict[str, str | None]) -> str:
     """``uri`` with ``params`` (None values left out) appended to its query, its own query kept as written."""
     query = urlencode({k: v for k, v in params.items() if v is not None})
     return f"{uri}{'&' if '?' in uri else '?'}{query}" if query else uri
-
-
-class _GatewayClient(OAuthClientInformationFull):
-    """A client as the SDK handlers see it; scopes are hivegate's, whatever the client registered."""
-
-    def validate_scope(self, requested_scope: str | None) -> list[str] | None:
-        """The requested scopes hivegate knows; the others are left out instead of failing the request.
-
-        Known: ``agent:{id}`` (any syntactically valid id, existing or not, so existence does not
-        leak) and :data:`~hivegate.auth.principal.USER_SCOPE` (the user-level endpoint). They only
-        pre-select agents at consent: the user picks what is granted, and the token response's
-        ``scope`` says what was (RFC 6749 §3.3: the server "MAY fully or partially ignore the scope
-        requested"). So a client asking for ``openid email profile`` (mcp-remote's fallback) or
-        ``offline_access`` still gets to the consent page.
-        """
-        if requested_scope is None:
-            return None
-        scopes: list[str] = []
-        for scope in requested_scope.split():
-            if scope not in scopes and is_known_scope(scope):
-                scopes.append(scope)
-        return scopes
-
-    def validate_redirect_uri(self, redirect_uri: AnyUrl | None) -> AnyUrl:
-        """A registered redirect URI matched by :func:`~hivegate.auth.oauth.redirects.redirect_uri_matches`.
-
-        The authorization route has matched the request's raw ``redirect_uri`` already; this is the
-        SDK handler's second look, at its parsed copy. Spec: RFC 8252 §7.3; OAuth 2.1 §4.1.3.
-
-        Raises:
-            InvalidRedirectUriError: no registered URI matches, or none is given and several are registered.
-        """
-        if redirect_uri is None:
-            return super().validate_redirect_uri(redirect_uri)
-        if self.matches_redirect_uri(str(redirect_uri)):
-            return redirect_uri
-        raise InvalidRedirectUriError(f"Redirect URI '{redirect_uri}' not registered for client")
-
-    def matches_redirect_uri(self, requested: str) -> bool:
-        """Whether ``requested``, as written, matches one of the registered redirect URIs."""
-        return client_redirect_matches(self, requested)
-
-
-def client_redirect_matches(client: OAuthClientInformationFull, requested: str) -> bool:
-    """Whether ``requested`` (the ``redirect_uri`` as sent) matches one of ``client``'s registered URIs.
-
-    Spec: RFC 6749 §3.1.2.3, RFC 8252 §7.3 (:func:`~hivegate.auth.oauth.redirects.redirect_uri_matches`).
-    """
-    return any(redirect_uri_matches(str(registered), requested) for registered in client.redirect_uris or ())
-
-
-def is_known_scope(scope: str) -> bool:
-    """``agent:{id}`` with a syntactically valid id, or the user-level endpoint's scope."""
-    return scope == USER_SCOPE or _AGENT_SCOPE.fullmatch(scope) is not None
-
-
-MAX_CLIENT_NAME_LENGTH = 200
-"""Longest ``client_name`` accepted (it is shown on the sign-in and consent pages)."""
-
-_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def client_name_problem(name: str | None) -> str | None:
-    """Why ``client_name`` cannot be shown to users, or None when it can (or is absent).
-
-    Control characters and bidirectional overrides could disguise the name on the consent page
-    (MCP security best practices, "Confused Deputy"; RFC 7591 §5 on display names).
-    """
-    if name is None:
-        return None
-    if len(name) > MAX_CLIENT_NAME_LENGTH:
-        return f"client_name is longer than {MAX_CLIENT_NAME_LENGTH} characters"
-    if any(not char.isprintable() or char in _BIDI_CONTROLS for char in name):
-        return "client_name contains control or bidirectional-override characters"
-    return None
 
 
 class _Code(AuthorizationCode):
@@ -252,13 +174,13 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
             problem = client_name_problem(info.client_name)
             if problem is not None:
                 return None, f"The client's metadata document could not be used: {problem}"
-            return _GatewayClient.model_validate(info.model_dump()), None
+            return GatewayClient.model_validate(info.model_dump()), None
         if not client_id or len(client_id) > 256:
             return None, "Unknown client."
         record = await self._store.get_client(client_id)
         if record is None:
             return None, "Unknown client."
-        return _GatewayClient.model_validate(record.metadata), None
+        return GatewayClient.model_validate(record.metadata), None
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         """A registered client, or the one described by the metadata document at a URL ``client_id``; else None."""

@@ -7,14 +7,18 @@ Endpoints (paths relative to the gateway's public URL, which is also the issuer,
     auth methods (public clients), ``authorization_response_iss_parameter_supported`` (RFC 9207),
     ``client_id_metadata_document_supported`` when a CIMD resolver is configured. CORS ``*``.
 ``GET /.well-known/oauth-protected-resource/{agentId}/mcp``, ``…/agents/{agentId}/mcp``, ``…/mcp``
-    RFC 9728 protected-resource metadata; ``resource`` is the endpoint URL exactly. Served for every
+    RFC 9728 protected-resource metadata; ``resource`` is the endpoint URL exactly, ``scopes_supported``
+    ``["agent:{id}"]`` or ``["mcp"]`` (:mod:`~hivegate.auth.oauth.resource_metadata`). Served for every
     syntactically valid agent id, existing or not (existence does not leak); other ids 404.
 ``POST /oauth/register``
     RFC 7591 dynamic client registration (the SDK's handler) with hivegate's redirect-URI policy
-    (:func:`~hivegate.auth.oauth.redirects.check_redirect_uri`; refusal: 400 ``invalid_redirect_uri``).
+    applied to the URIs as sent (:class:`~hivegate.auth.oauth.redirects.RedirectPolicy`, including
+    ``security.allowed_redirect_uris``; refusal: 400 ``invalid_redirect_uri``, RFC 7591 §3.2.2).
 ``GET|POST /oauth/authorize``
-    RFC 6749 §4.1.1 with PKCE S256 mandatory (RFC 7636 §4.3, OAuth 2.1 §4.1.1) and exact
-    ``redirect_uri`` match; RFC 8707 ``resource``. An unknown client or unregistered redirect URI
+    RFC 6749 §4.1.1 with PKCE S256 mandatory (RFC 7636 §4.3, OAuth 2.1 §4.1.1; the challenge's format
+    checked, :mod:`~hivegate.auth.oauth.pkce`) and the ``redirect_uri`` matched as written
+    (:func:`~hivegate.auth.oauth.redirects.redirect_uri_matches`: exact, loopback on any port);
+    unknown scopes left out (RFC 6749 §3.3); RFC 8707 ``resource``. An unknown client or unregistered redirect URI
     gets an HTML error page (400), never a redirect (RFC 6749 §4.1.2.1, no open redirect); other
     errors redirect to the registered URI with ``error``, ``state`` and ``iss`` (RFC 9207 §2).
     Success: 302 to ``/oauth/login?request=<id>``.
@@ -26,8 +30,9 @@ Endpoints (paths relative to the gateway's public URL, which is also the issuer,
     303 to ``redirect_uri`` with ``code``, ``state``, ``iss``; Deny: ``error=access_denied``.
 ``POST /oauth/token``
     RFC 6749 §4.1.3 / §6 (the SDK's handler: client authentication, PKCE verification per RFC 7636
-    §4.6, ``redirect_uri`` check). ``resource`` (RFC 8707 §2.2) becomes the access token's audience;
-    refresh tokens rotate on every use and reuse of a rotated one revokes its whole grant
+    §4.6, ``redirect_uri`` check), after a malformed ``code_verifier`` (RFC 7636 §4.1) has been
+    answered ``invalid_request`` without touching the code. ``resource`` (RFC 8707 §2.2) becomes the
+    access token's audience; refresh tokens rotate on every use and reuse of a rotated one revokes its whole grant
     (OAuth 2.1 §4.3.1, RFC 9700 §4.14.2).
 ``POST /oauth/revoke``
     RFC 7009; public clients need no secret. Revoking an access or refresh token revokes its grant.
@@ -67,6 +72,7 @@ from starlette.types import ASGIApp
 from hivegate.agents.model import AgentSpec
 from hivegate.agents.registry import AgentRegistry
 from hivegate.auth.oauth.cimd import ClientMetadataResolver
+from hivegate.auth.oauth.clients import client_redirect_matches
 from hivegate.auth.oauth.pages import PAGE_HEADERS, AgentChoice, ClientView, CsrfTokens, Pages
 from hivegate.auth.oauth.pkce import code_verifier_problem
 from hivegate.auth.oauth.provider import (
@@ -76,7 +82,6 @@ from hivegate.auth.oauth.provider import (
     MAX_FORM_FIELDS,
     REQUEST_ID_RE,
     GatewayOAuthProvider,
-    client_redirect_matches,
     secret_digest,
     token_request_resources,
     utc_now,
