@@ -5,7 +5,7 @@ from __future__ import annotations
 import string
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from hivegate.auth.oauth.redirects import (
@@ -286,3 +286,48 @@ def test_allow_list_replaces_the_default_rule(uri: str) -> None:
     with pytest.raises(ValueError, match="allowed_redirect_uris"):
         RedirectPolicy(["https://only.example.org/cb"]).check(uri)
     RedirectPolicy([uri]).check(uri)  # a pattern without wildcards admits exactly itself
+
+
+_SCHEMES = st.sampled_from(["http://", "https://", "HTTP://", "com.example.app:", "com.example.app://", "javascript:"])
+_HOSTS = st.sampled_from(
+    [
+        *("127.0.0.1", "[::1]", "localhost", "LOCALHOST", "0x7f.1", "127.1", "example.com", "Example.com"),
+        *("user@localhost", "localhost@example.com", "127.0.0.1.example.com", ""),
+    ]
+)
+_PORTS_RAW = st.sampled_from(["", "", ":80", ":443", ":8080", ":0", ":080", ":99999"])
+_PATH_PIECES = st.sampled_from(
+    ["/cb", "/", "/.", "/..", "/%2e", "/%2E%2E", "/%41", "/%zz", "/%2F", "/a b", "/\\", "/\u00e9", "/~x", "/a-b"]
+)
+_TAILS = st.sampled_from(["", "", "?x=1", "?x=1&y=/..", "#f", "#", "?@"])
+
+
+def _uri(scheme: str, host: str, port: str, path: list[str], tail: str) -> str:
+    return scheme + host + port + "".join(path) + tail
+
+
+_MIXED_URIS = st.builds(_uri, _SCHEMES, _HOSTS, _PORTS_RAW, st.lists(_PATH_PIECES, max_size=3), _TAILS)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_MIXED_URIS)
+def test_whatever_is_accepted_is_safe(uri: str) -> None:
+    """Issue 7 item 9: any URI the default policy accepts has no fragment, userinfo, dot segment or odd spelling."""
+    try:
+        check_redirect_uri(uri)
+    except ValueError:
+        return
+    event("accepted")
+    scheme, _, rest = uri.partition(":")
+    assert scheme in ("http", "https") or "." in scheme
+    assert "#" not in uri
+    assert not any(c in uri for c in " \t\\")
+    assert uri.isascii()
+    authority = rest[2:].split("/", 1)[0].split("?", 1)[0] if rest.startswith("//") else ""
+    assert "@" not in authority
+    path = (rest[2 + len(authority) :] if rest.startswith("//") else rest).split("?", 1)[0]
+    assert not {".", ".."} & set(path.split("/"))
+    assert "%2e" not in uri.lower()
+    assert "%41" not in uri
+    if scheme == "http":
+        assert authority.rsplit(":", 1)[0] in ("127.0.0.1", "[::1]", "localhost") or authority == "[::1]"
