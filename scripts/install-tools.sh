@@ -8,6 +8,7 @@
 # The official MCP conformance suite, into the git-ignored .tools/ folder at the repository root:
 #   .tools/node22       Node 22 (the binary shipped inside the npm package node@22; the CLI needs Node >= 22)
 #   .tools/conformance  @modelcontextprotocol/conformance@0.2.0-alpha.12 (the only line with 2026-07-28 scenarios)
+#   .tools/mcp-remote   mcp-remote@0.15.1 (the stdio bridge Claude Desktop uses; tests/e2e/test_mcp_remote.py)
 #
 # Idempotent: a component that is already installed (at the pinned version) is skipped.
 # Uses the system apt-get and npm only. Prints the paths of the installed tools on stdout (KEY=path lines).
@@ -17,12 +18,16 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TOOLS="$ROOT/.tools"
 NODE_MAJOR="22"
 CONFORMANCE_VERSION="0.2.0-alpha.12"
+MCP_REMOTE_VERSION="0.15.1"
 
 NODE_DIR="$TOOLS/node22"
 NODE_BIN="$NODE_DIR/node_modules/node/bin/node"
 CONF_DIR="$TOOLS/conformance"
 CONF_PKG_DIR="$CONF_DIR/node_modules/@modelcontextprotocol/conformance"
 CONF_CLI="$CONF_PKG_DIR/dist/index.js"
+MCP_REMOTE_DIR="$TOOLS/mcp-remote"
+MCP_REMOTE_PKG_DIR="$MCP_REMOTE_DIR/node_modules/mcp-remote"
+MCP_REMOTE_CLI="$MCP_REMOTE_PKG_DIR/dist/proxy.js"
 
 log() { echo "install-tools: $*" >&2; }
 
@@ -95,8 +100,22 @@ else
     }
 fi
 
+# --- mcp-remote ----------------------------------------------------------------------------------------------
+if [[ "$(pkg_version "$MCP_REMOTE_PKG_DIR")" == "$MCP_REMOTE_VERSION" && -f "$MCP_REMOTE_CLI" ]]; then
+    log "mcp-remote@$MCP_REMOTE_VERSION already installed"
+else
+    log "installing mcp-remote@$MCP_REMOTE_VERSION into $MCP_REMOTE_DIR"
+    npm_install_into "$MCP_REMOTE_DIR" "mcp-remote@$MCP_REMOTE_VERSION" --save-exact
+    [[ "$(pkg_version "$MCP_REMOTE_PKG_DIR")" == "$MCP_REMOTE_VERSION" && -f "$MCP_REMOTE_CLI" ]] || {
+        log "mcp-remote install did not produce version $MCP_REMOTE_VERSION at $MCP_REMOTE_CLI"
+        exit 1
+    }
+fi
+
 if [[ -x "$CHROMIUM_BIN" ]]; then echo "CHROMIUM=$CHROMIUM_BIN"; fi
 echo "NODE22=$NODE_BIN"
 echo "NODE22_VERSION=$("$NODE_BIN" --version)"
 echo "CONFORMANCE_CLI=$CONF_CLI"
 echo "CONFORMANCE_VERSION=$CONFORMANCE_VERSION"
+echo "MCP_REMOTE_CLI=$MCP_REMOTE_CLI"
+echo "MCP_REMOTE_VERSION=$MCP_REMOTE_VERSION"

@@ -67,6 +67,8 @@ def run_gateway(
         args += ["--config", str(config)]
     args += list(extra_args)
     proc_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    # this checkout's src first, whatever PYTHONPATH the test passes (else a worktree runs another install's code)
+    proc_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), proc_env.get("PYTHONPATH")) if p)
     process = subprocess.Popen(
         args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=proc_env
     )

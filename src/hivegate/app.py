@@ -32,6 +32,7 @@ from hivegate.agents.loader import load_agents_file
 from hivegate.agents.registry import AgentRegistry
 from hivegate.auth.gate import EndpointGate
 from hivegate.auth.oauth.cimd import ClientMetadataResolver
+from hivegate.auth.oauth.redirects import RedirectPolicy
 from hivegate.auth.oauth.server import AuthorizationServer
 from hivegate.auth.resolver import CredentialResolver
 from hivegate.auth.tokens import TokenCodec
@@ -185,7 +186,9 @@ def _client_metadata_resolver(settings: Settings) -> ClientMetadataResolver | No
     if security.client_metadata_ca_file is not None:
         verify = ssl.create_default_context(cafile=str(security.client_metadata_ca_file))
     return ClientMetadataResolver(
-        allow_private_addresses=security.client_metadata_allow_private_addresses, verify=verify
+        allow_private_addresses=security.client_metadata_allow_private_addresses,
+        verify=verify,
+        redirect_policy=RedirectPolicy(security.allowed_redirect_uris),
     )
 
 

@@ -32,6 +32,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from hivegate.auth.oauth.redirects import compile_redirect_pattern
+
 __all__ = ["DEFAULT_SECRET", "MIN_SECRET_BYTES", "Settings", "SettingsError", "load_settings"]
 
 DEFAULT_SECRET = "hivegate-development-secret-not-for-production"
@@ -158,6 +160,16 @@ class SecuritySettings(_Group):
     credential_cache_seconds: Annotated[float, Field(ge=0, le=60)] = 1.0
     """How long a resolved API key or grant is trusted without asking the store again (0: ask every time).
     A revocation made elsewhere takes effect within this time."""
+    allowed_redirect_uris: tuple[str, ...] = ()
+    """Patterns of the redirect URIs clients may register (DCR and CIMD); empty: https, loopback http or a
+    reverse-domain private-use scheme. Syntax: :func:`hivegate.auth.oauth.redirects.compile_redirect_pattern`."""
+
+    @field_validator("allowed_redirect_uris")
+    @classmethod
+    def _redirect_patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:
+            compile_redirect_pattern(pattern)
+        return value
 
 
 class Settings(BaseSettings):

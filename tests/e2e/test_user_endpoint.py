@@ -187,6 +187,7 @@ def test_no_credential_is_401_with_the_endpoint_metadata(world: World) -> None:
         challenge = response.headers["www-authenticate"]
         assert challenge.startswith("Bearer ")
         assert f'resource_metadata="{world.gateway.url}/.well-known/oauth-protected-resource/mcp"' in challenge
+        assert 'scope="mcp"' in challenge  # Issue 7 item 11: clients take the scope to ask for from here
         assert response.json()["error"]["data"]["code"] == "unauthorized"
 
 

@@ -17,8 +17,10 @@ agent with ``mcp_enabled = false``                          403     — (code ``
 ==========================================================  ======  ==============================
 
 Every challenge carries ``realm="hivegate"``, the endpoint's protected-resource metadata URL
-(RFC 9728 §5.1) and the scope it needs. 401 never answers a disabled agent: a 401 tells an
-OAuth client to authorize again, and it would loop (product surface §11 item 9).
+(RFC 9728 §5.1) and the scope it needs: ``agent:{id}`` on an agent's endpoint, ``mcp``
+(:data:`~hivegate.auth.principal.USER_SCOPE`) on the user-level endpoint ``/mcp``. 401 never
+answers a disabled agent: a 401 tells an OAuth client to authorize again, and it would loop
+(product surface §11 item 9).
 
 Spec: MCP 2025-11-25 / 2026-07-28 authorization ("Protected Resource Metadata Discovery",
 "Token Handling", "Error Handling"); RFC 6750 §3; RFC 8707 §2 (audience).
@@ -29,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hivegate.agents.model import AgentSpec
-from hivegate.auth.principal import ANONYMOUS, CredentialKind, Principal, agent_scope
+from hivegate.auth.principal import ANONYMOUS, USER_SCOPE, CredentialKind, Principal, agent_scope
 from hivegate.auth.resolver import CredentialResolver
 from hivegate.auth.urls import agent_resource, resource_metadata_url, user_resource
 from hivegate.errors import (
@@ -130,10 +132,10 @@ class EndpointGate:
                 )
             if not principal.is_user:
                 raise InsufficientScopeError(
-                    "the user-level endpoint needs a user credential (OAuth or oag_)", scope=""
+                    "the user-level endpoint needs a user credential (OAuth or oag_)", scope=USER_SCOPE
                 )
         except (AuthenticationError, InsufficientScopeError) as exc:
-            raise self._challenged(exc, resource_metadata_url(self._base, path), None) from None
+            raise self._challenged(exc, resource_metadata_url(self._base, path), USER_SCOPE) from None
         return principal
 
     @staticmethod

@@ -15,6 +15,7 @@ from enum import StrEnum
 
 __all__ = [
     "ANONYMOUS",
+    "USER_SCOPE",
     "CredentialKind",
     "Principal",
     "agent_scope",
@@ -39,6 +40,15 @@ class CredentialKind(StrEnum):
 def agent_scope(agent_id: str) -> str:
     """The OAuth scope that grants one agent: ``agent:{agent_id}``."""
     return f"agent:{agent_id}"
+
+
+USER_SCOPE = "mcp"
+"""The scope the user-level endpoint ``/mcp`` asks for (its challenge and ``scopes_supported``).
+
+Requesting it pre-selects every one of the user's agents at consent, as asking for the ``/mcp``
+resource does. It is a request scope only: a token reaches ``/mcp`` by its audience (RFC 8707), and
+its ``scope`` lists the ``agent:{id}`` scopes the user granted (RFC 6749 §3.3).
+"""
 
 
 @dataclass(frozen=True, slots=True)

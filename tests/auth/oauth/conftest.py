@@ -39,6 +39,7 @@ from starlette.routing import Route
 from hivegate.agents.model import AgentSpec
 from hivegate.agents.registry import AgentRegistry
 from hivegate.auth.oauth.cimd import ClientMetadataResolver
+from hivegate.auth.oauth.redirects import RedirectPolicy
 from hivegate.auth.oauth.server import AuthorizationServer
 from hivegate.auth.passwords import hash_password
 from hivegate.auth.tokens import InvalidAccessToken, TokenCodec
@@ -82,14 +83,15 @@ async def oauth(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncGenerato
         await store.close()
 
 
-async def _serve(store: OAuthStore) -> AsyncGenerator[OAuthServer]:
+async def _serve(store: OAuthStore, **security: Any) -> AsyncGenerator[OAuthServer]:
+    """Serve over ``store``; ``security`` overrides :class:`SecuritySettings` fields (``allowed_redirect_uris``)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     base = f"http://127.0.0.1:{sock.getsockname()[1]}"
     settings = Settings(
-        security=SecuritySettings(token_signing_key=SecretStr(SIGNING_KEY), login_max_failures=MAX_FAILURES)
+        security=SecuritySettings(token_signing_key=SecretStr(SIGNING_KEY), login_max_failures=MAX_FAILURES, **security)
     )
     credentials = MemoryCredentialStore()
     for name in ("alice", "bob", "carol"):
@@ -107,7 +109,12 @@ async def _serve(store: OAuthStore) -> AsyncGenerator[OAuthServer]:
     registry = AgentRegistry(agent_store)
     await registry.refresh()
     codec = TokenCodec(base, SIGNING_KEY.encode(), settings.security.access_token_ttl_seconds)
-    resolver = ClientMetadataResolver(allow_private_addresses=True, allow_http=True, verify=False)  # loopback http only
+    resolver = ClientMetadataResolver(  # loopback http only
+        allow_private_addresses=True,
+        allow_http=True,
+        verify=False,
+        redirect_policy=RedirectPolicy(settings.security.allowed_redirect_uris),
+    )
     server = AuthorizationServer(
         settings=settings,
         base_url=base,
@@ -163,6 +170,11 @@ async def _serve(store: OAuthStore) -> AsyncGenerator[OAuthServer]:
         await asyncio.wait_for(task, STOP_TIMEOUT_SECONDS)
         await resolver.aclose()
         sock.close()
+
+
+def serve_oauth(store: OAuthStore, **security: Any) -> AsyncGenerator[OAuthServer]:
+    """Serve over ``store`` with :class:`SecuritySettings` overrides (``async for server in serve_oauth(...)``)."""
+    return _serve(store, **security)
 
 
 def pkce() -> tuple[str, str]:

@@ -58,13 +58,15 @@ async def test_protected_resource_metadata_per_agent(oauth: OAuthServer, browser
 
 
 async def test_protected_resource_metadata_alias_and_user_level(oauth: OAuthServer, browser: Browser) -> None:
+    """Issue 7 item 11: every document has ``scopes_supported``; ``/mcp``'s is ``["mcp"]`` (never offline_access)."""
     alias = (await browser.http.get("/.well-known/oauth-protected-resource/agents/alpha/mcp")).json()
     assert alias["resource"] == f"{oauth.base}/agents/alpha/mcp"
     assert alias["scopes_supported"] == ["agent:alpha"]
     user = (await browser.http.get("/.well-known/oauth-protected-resource/mcp")).json()
     assert user["resource"] == f"{oauth.base}/mcp"
     assert user["authorization_servers"] == [oauth.base]
-    assert "scopes_supported" not in user
+    assert user["scopes_supported"] == ["mcp"]
+    assert str(ProtectedResourceMetadata.model_validate(user).resource) == f"{oauth.base}/mcp"
 
 
 async def test_protected_resource_metadata_does_not_reveal_which_agents_exist(

@@ -51,7 +51,7 @@ import httpx
 from mcp.shared.auth import OAuthClientInformationFull
 from pydantic import ValidationError
 
-from hivegate.auth.oauth.redirects import check_redirect_uri
+from hivegate.auth.oauth.redirects import RedirectPolicy
 
 __all__ = [
     "MAX_CLIENT_ID_LENGTH",
@@ -127,7 +127,9 @@ class ClientMetadataResolver:
     served on loopback; leave them off in production. ``verify`` sets the TLS trust: ``True`` (the certifi
     bundle, as httpx does by default), ``False`` (no verification — never in production), the path of a CA bundle
     file or CA directory, or an :class:`ssl.SSLContext` (tests use one trusting a throwaway CA).
-    ``clock`` (monotonic seconds) exists for tests of cache expiry.
+    ``clock`` (monotonic seconds) exists for tests of cache expiry. ``redirect_policy`` decides which of the
+    document's ``redirect_uris`` are acceptable (default: :class:`~hivegate.auth.oauth.redirects.RedirectPolicy`
+    with no allow-list; the gateway passes the one built from ``security.allowed_redirect_uris``).
     """
 
     def __init__(
@@ -142,6 +144,7 @@ class ClientMetadataResolver:
         max_entries: int = 1024,
         verify: ssl.SSLContext | str | bool = True,
         clock: Callable[[], float] = time.monotonic,
+        redirect_policy: RedirectPolicy | None = None,
     ) -> None:
         if timeout_seconds <= 0:
             raise ValueError("timeout_seconds must be positive")
@@ -159,6 +162,7 @@ class ClientMetadataResolver:
         self._max_ttl = max_ttl_seconds
         self._max_entries = max_entries
         self._clock = clock
+        self._redirect_policy = redirect_policy if redirect_policy is not None else RedirectPolicy()
         self._cache: OrderedDict[str, _CacheEntry] = OrderedDict()
         self._client = httpx.AsyncClient(
             verify=_ssl_context(verify),
@@ -187,7 +191,7 @@ class ClientMetadataResolver:
             del self._cache[client_id]
         target = self._parse_client_id(client_id)
         body, ttl = await self._fetch(target, client_id)
-        client = _client_from_document(client_id, body)
+        client = _client_from_document(client_id, body, self._redirect_policy)
         if ttl > 0:
             self._cache[client_id] = _CacheEntry(client, now + ttl)
             self._cache.move_to_end(client_id)
@@ -428,7 +432,7 @@ def _caused_by_tls(exc: BaseException) -> bool:
     return False
 
 
-def _client_from_document(client_id: str, body: bytes) -> OAuthClientInformationFull:
+def _client_from_document(client_id: str, body: bytes, policy: RedirectPolicy) -> OAuthClientInformationFull:
     """Validate a fetched metadata document and return the public client it describes."""
     try:
         parsed: object = json.loads(body)
@@ -440,7 +444,7 @@ def _client_from_document(client_id: str, body: bytes) -> OAuthClientInformation
     if document.get("client_id") != client_id:
         raise ClientMetadataError("the client_id in the client metadata document does not equal its URL")
     _check_no_secret(document)
-    _check_redirect_uris(document)
+    _check_redirect_uris(document, policy)
     grant_types = _string_list(document, "grant_types", default=["authorization_code"])
     if "authorization_code" not in grant_types:
         raise ClientMetadataError("grant_types must include authorization_code")
@@ -473,7 +477,7 @@ def _check_no_secret(document: dict[str, Any]) -> None:
         raise ClientMetadataError("token_endpoint_auth_method must be 'none' for a client identified by a URL")
 
 
-def _check_redirect_uris(document: dict[str, Any]) -> None:
+def _check_redirect_uris(document: dict[str, Any], policy: RedirectPolicy) -> None:
     redirect_uris = document.get("redirect_uris")
     if not isinstance(redirect_uris, list) or not redirect_uris:
         raise ClientMetadataError("the client metadata document must list redirect_uris")
@@ -481,7 +485,7 @@ def _check_redirect_uris(document: dict[str, Any]) -> None:
         if not isinstance(uri, str):
             raise ClientMetadataError(f"redirect_uris[{index}] is not a string")
         try:
-            check_redirect_uri(uri)
+            policy.check(uri)  # the strings as written: the SDK's model below would normalise them
         except ValueError as exc:
             raise ClientMetadataError(f"redirect_uris[{index}]: {exc}") from None
 

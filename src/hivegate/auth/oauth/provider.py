@@ -11,6 +11,7 @@ The HTTP side (routes, pages, metadata) is :mod:`hivegate.auth.oauth.server`.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 import secrets
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import cast
 from urllib.parse import urlencode
 
 from mcp.server.auth.provider import (
@@ -31,7 +33,6 @@ from mcp.server.auth.provider import (
     TokenError,
 )
 from mcp.shared.auth import (
-    InvalidScopeError,
     OAuthClientInformationFull,
     OAuthToken,
 )
@@ -39,7 +40,9 @@ from pydantic import AnyUrl, ConfigDict, TypeAdapter
 
 from hivegate.agents.model import AGENT_ID_PATTERN
 from hivegate.auth.oauth.cimd import ClientMetadataError, ClientMetadataResolver, is_client_metadata_url
-from hivegate.auth.oauth.redirects import check_redirect_uri
+from hivegate.auth.oauth.clients import GatewayClient, client_name_problem
+from hivegate.auth.oauth.pkce import is_s256_challenge
+from hivegate.auth.oauth.redirects import RedirectPolicy
 from hivegate.auth.principal import agent_scope
 from hivegate.auth.tokens import InvalidAccessToken, TokenCodec
 from hivegate.auth.urls import agent_resource
@@ -74,16 +77,12 @@ BROWSER_COOKIE = "hivegate_oauth_browser"
 """The random cookie that ties a sign-in to one browser (its SHA-256 is stored with the request)."""
 
 AGENT_ID_RE = re.compile(AGENT_ID_PATTERN)
-_AGENT_SCOPE = re.compile(r"agent:[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
-_S256_CHALLENGE = re.compile(r"[A-Za-z0-9_-]{43}")
 REQUEST_ID_RE = re.compile(r"[A-Za-z0-9_-]{16,128}")
 _URL = TypeAdapter(AnyUrl, config=ConfigDict(url_preserve_empty_path=True))
 FORM_BODY_LIMIT = 64 * 1024
 MAX_FORM_FIELDS = 2000
 _MAX_STATE_LENGTH = 2048
 _MAX_REDEEMED_CODES = 100_000
-_IGNORED_SCOPES = frozenset({"offline_access"})
-"""Asked for by some clients; refresh tokens come with every grant, so it adds nothing."""
 
 token_request_resources: ContextVar[tuple[str, ...]] = ContextVar("hivegate_token_request_resources", default=())
 """The ``resource`` values of the token request being served (SDK quirk 4: its handler drops them)."""
@@ -101,74 +100,6 @@ def with_params(uri: str, params: dict[str, str | None]) -> str:
     """``uri`` with ``params`` (None values left out) appended to its query, its own query kept as written."""
     query = urlencode({k: v for k, v in params.items() if v is not None})
     return f"{uri}{'&' if '?' in uri else '?'}{query}" if query else uri
-
-
-class _GatewayClient(OAuthClientInformationFull):
-    """A client as the SDK handlers see it; scopes are hivegate's ``agent:{id}``, whatever the client registered.
-
-    The user picks the agents at consent, so a requested scope only pre-selects an agent:
-    any syntactically valid ``agent:{id}`` is accepted (existing or not, so existence does not
-    leak), ``offline_access`` is ignored, anything else is ``invalid_scope``.
-    """
-
-    def validate_scope(self, requested_scope: str | None) -> list[str] | None:
-        if requested_scope is None:
-            return None
-        scopes: list[str] = []
-        for scope in requested_scope.split():
-            if scope in _IGNORED_SCOPES:
-                continue
-            if _AGENT_SCOPE.fullmatch(scope) is None:
-                raise InvalidScopeError(f"unknown scope {scope!r}: this server grants agent:<agentId> scopes")
-            if scope not in scopes:
-                scopes.append(scope)
-        return scopes
-
-    def validate_redirect_uri(self, redirect_uri: AnyUrl | None) -> AnyUrl:
-        """The SDK's exact match, except that a loopback ``http`` redirect URI matches on any port.
-
-        Spec: RFC 8252 §7.3 ("The authorization server MUST allow any port to be specified at the
-        time of the request for loopback IP redirect URIs"); OAuth 2.1 §8.4.2. Scheme, host, path
-        and query must still be identical, so nothing can redirect off the user's machine.
-        """
-        if redirect_uri is not None and redirect_uri.fragment is None and _is_loopback_http(redirect_uri):
-            for registered in self.redirect_uris or ():
-                if _is_loopback_http(registered) and _without_port(registered) == _without_port(redirect_uri):
-                    return redirect_uri
-        return super().validate_redirect_uri(redirect_uri)
-
-
-MAX_CLIENT_NAME_LENGTH = 200
-"""Longest ``client_name`` accepted (it is shown on the sign-in and consent pages)."""
-
-_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def client_name_problem(name: str | None) -> str | None:
-    """Why ``client_name`` cannot be shown to users, or None when it can (or is absent).
-
-    Control characters and bidirectional overrides could disguise the name on the consent page
-    (MCP security best practices, "Confused Deputy"; RFC 7591 §5 on display names).
-    """
-    if name is None:
-        return None
-    if len(name) > MAX_CLIENT_NAME_LENGTH:
-        return f"client_name is longer than {MAX_CLIENT_NAME_LENGTH} characters"
-    if any(not char.isprintable() or char in _BIDI_CONTROLS for char in name):
-        return "client_name contains control or bidirectional-override characters"
-    return None
-
-
-_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "[::1]", "::1", "localhost"})
-
-
-def _is_loopback_http(uri: AnyUrl) -> bool:
-    """An ``http`` URI on a loopback host (RFC 8252 §7.3; ``localhost`` too, as MCP clients use it, §8.3)."""
-    return uri.scheme == "http" and uri.host in _LOOPBACK_HOSTS
-
-
-def _without_port(uri: AnyUrl) -> tuple[str, str | None, str | None, str | None]:
-    return (uri.scheme, uri.host, uri.path, uri.query)
 
 
 class _Code(AuthorizationCode):
@@ -224,6 +155,8 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
         self._resolver = client_metadata
         self._login_path = login_path
         self._redeemed: dict[str, tuple[str, datetime]] = {}
+        self.redirect_policy = RedirectPolicy(settings.security.allowed_redirect_uris)
+        """The redirect URIs clients may register (``security.allowed_redirect_uris``)."""
 
     # -- clients ---------------------------------------------------------------------------
 
@@ -241,13 +174,13 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
             problem = client_name_problem(info.client_name)
             if problem is not None:
                 return None, f"The client's metadata document could not be used: {problem}"
-            return _GatewayClient.model_validate(info.model_dump()), None
+            return GatewayClient.model_validate(info.model_dump()), None
         if not client_id or len(client_id) > 256:
             return None, "Unknown client."
         record = await self._store.get_client(client_id)
         if record is None:
             return None, "Unknown client."
-        return _GatewayClient.model_validate(record.metadata), None
+        return GatewayClient.model_validate(record.metadata), None
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         """A registered client, or the one described by the metadata document at a URL ``client_id``; else None."""
@@ -266,12 +199,42 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
         if problem is not None:
             raise RegistrationError("invalid_client_metadata", problem)
         for uri in client_info.redirect_uris:
-            try:
-                check_redirect_uri(str(uri))
-            except ValueError as exc:
-                raise RegistrationError("invalid_redirect_uri", str(exc)) from None
+            problem = self.redirect_uri_problem(str(uri))
+            if problem is not None:
+                raise RegistrationError("invalid_redirect_uri", problem)
         metadata = client_info.model_dump(mode="json", exclude_none=True)
         await self._store.save_client(OAuthClientRecord(client_info.client_id, metadata, utc_now()))
+
+    def redirect_uri_problem(self, uri: str) -> str | None:
+        """Why ``uri`` may not be registered (:attr:`redirect_policy`), or None when it may."""
+        try:
+            self.redirect_policy.check(uri)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    def registration_redirect_problem(self, body: bytes) -> str | None:
+        """Why the raw ``redirect_uris`` of an RFC 7591 registration body may not be registered, or None.
+
+        The SDK parses the body into URL objects, which normalise (``/a/../cb`` becomes ``/cb``,
+        ``0x7f.1`` becomes ``127.0.0.1``); this looks at the strings as the client sent them.
+        A body that is not a JSON object with a list of strings is left to the SDK's handler.
+        Spec: RFC 7591 §3.2.2 (``invalid_redirect_uri``).
+        """
+        try:
+            document: object = json.loads(body)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(document, dict):
+            return None
+        uris = cast(dict[str, object], document).get("redirect_uris")
+        if not isinstance(uris, list):
+            return None
+        for index, uri in enumerate(cast(list[object], uris)):
+            problem = self.redirect_uri_problem(uri) if isinstance(uri, str) else None
+            if problem is not None:
+                return f"redirect_uris[{index}]: {problem}"
+        return None
 
     # -- authorization ---------------------------------------------------------------------
 
@@ -297,7 +260,7 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
                 oversized ``state``; ``invalid_target`` for a ``resource`` that is not one of this
                 gateway's MCP endpoints (RFC 8707 §2).
         """
-        if _S256_CHALLENGE.fullmatch(params.code_challenge) is None:
+        if not is_s256_challenge(params.code_challenge):
             raise AuthorizeError("invalid_request", "code_challenge must be a BASE64URL SHA-256 value (S256)")
         if params.state is not None and len(params.state) > _MAX_STATE_LENGTH:
             raise AuthorizeError("invalid_request", "state is too long")

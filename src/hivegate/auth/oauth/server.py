@@ -7,14 +7,18 @@ Endpoints (paths relative to the gateway's public URL, which is also the issuer,
     auth methods (public clients), ``authorization_response_iss_parameter_supported`` (RFC 9207),
     ``client_id_metadata_document_supported`` when a CIMD resolver is configured. CORS ``*``.
 ``GET /.well-known/oauth-protected-resource/{agentId}/mcp``, ``…/agents/{agentId}/mcp``, ``…/mcp``
-    RFC 9728 protected-resource metadata; ``resource`` is the endpoint URL exactly. Served for every
+    RFC 9728 protected-resource metadata; ``resource`` is the endpoint URL exactly, ``scopes_supported``
+    ``["agent:{id}"]`` or ``["mcp"]`` (:mod:`~hivegate.auth.oauth.resource_metadata`). Served for every
     syntactically valid agent id, existing or not (existence does not leak); other ids 404.
 ``POST /oauth/register``
     RFC 7591 dynamic client registration (the SDK's handler) with hivegate's redirect-URI policy
-    (:func:`~hivegate.auth.oauth.redirects.check_redirect_uri`; refusal: 400 ``invalid_redirect_uri``).
+    applied to the URIs as sent (:class:`~hivegate.auth.oauth.redirects.RedirectPolicy`, including
+    ``security.allowed_redirect_uris``; refusal: 400 ``invalid_redirect_uri``, RFC 7591 §3.2.2).
 ``GET|POST /oauth/authorize``
-    RFC 6749 §4.1.1 with PKCE S256 mandatory (RFC 7636 §4.3, OAuth 2.1 §4.1.1) and exact
-    ``redirect_uri`` match; RFC 8707 ``resource``. An unknown client or unregistered redirect URI
+    RFC 6749 §4.1.1 with PKCE S256 mandatory (RFC 7636 §4.3, OAuth 2.1 §4.1.1; the challenge's format
+    checked, :mod:`~hivegate.auth.oauth.pkce`) and the ``redirect_uri`` matched as written
+    (:func:`~hivegate.auth.oauth.redirects.redirect_uri_matches`: exact, loopback on any port);
+    unknown scopes left out (RFC 6749 §3.3); RFC 8707 ``resource``. An unknown client or unregistered redirect URI
     gets an HTML error page (400), never a redirect (RFC 6749 §4.1.2.1, no open redirect); other
     errors redirect to the registered URI with ``error``, ``state`` and ``iss`` (RFC 9207 §2).
     Success: 302 to ``/oauth/login?request=<id>``.
@@ -26,8 +30,9 @@ Endpoints (paths relative to the gateway's public URL, which is also the issuer,
     303 to ``redirect_uri`` with ``code``, ``state``, ``iss``; Deny: ``error=access_denied``.
 ``POST /oauth/token``
     RFC 6749 §4.1.3 / §6 (the SDK's handler: client authentication, PKCE verification per RFC 7636
-    §4.6, ``redirect_uri`` check). ``resource`` (RFC 8707 §2.2) becomes the access token's audience;
-    refresh tokens rotate on every use and reuse of a rotated one revokes its whole grant
+    §4.6, ``redirect_uri`` check), after a malformed ``code_verifier`` (RFC 7636 §4.1) has been
+    answered ``invalid_request`` without touching the code. ``resource`` (RFC 8707 §2.2) becomes the
+    access token's audience; refresh tokens rotate on every use and reuse of a rotated one revokes its whole grant
     (OAuth 2.1 §4.3.1, RFC 9700 §4.14.2).
 ``POST /oauth/revoke``
     RFC 7009; public clients need no secret. Revoking an access or refresh token revokes its grant.
@@ -52,11 +57,9 @@ from mcp.server.auth.middleware.client_auth import AuthenticationError, ClientAu
 from mcp.server.auth.settings import ClientRegistrationOptions
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, RequestBodyLimitMiddleware
 from mcp.shared.auth import (
-    InvalidRedirectUriError,
     OAuthMetadata,
 )
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
-from pydantic import AnyUrl, ValidationError
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
@@ -69,7 +72,9 @@ from starlette.types import ASGIApp
 from hivegate.agents.model import AgentSpec
 from hivegate.agents.registry import AgentRegistry
 from hivegate.auth.oauth.cimd import ClientMetadataResolver
+from hivegate.auth.oauth.clients import client_redirect_matches
 from hivegate.auth.oauth.pages import PAGE_HEADERS, AgentChoice, ClientView, CsrfTokens, Pages
+from hivegate.auth.oauth.pkce import code_verifier_problem
 from hivegate.auth.oauth.provider import (
     AGENT_ID_RE,
     BROWSER_COOKIE,
@@ -83,9 +88,10 @@ from hivegate.auth.oauth.provider import (
     with_params,
 )
 from hivegate.auth.oauth.redirects import LOOPBACK_REDIRECT_HOSTS
+from hivegate.auth.oauth.resource_metadata import protected_resource_metadata
 from hivegate.auth.oauth.throttle import LoginThrottle
 from hivegate.auth.passwords import hash_password, verify_password
-from hivegate.auth.principal import agent_scope
+from hivegate.auth.principal import USER_SCOPE
 from hivegate.auth.tokens import TokenCodec
 from hivegate.auth.urls import agent_resource, user_resource
 from hivegate.settings import Settings
@@ -141,6 +147,21 @@ def _invalid_form(description: str) -> Response:
         status_code=400,
         headers={"Cache-Control": "no-store"},
     )
+
+
+def _code_verifier_problem(form: FormData) -> str | None:
+    """Why an ``authorization_code`` token request's ``code_verifier`` is malformed, or None.
+
+    Checked before the SDK's handler looks the code up, so a malformed request (``invalid_request``,
+    RFC 6749 §5.2) does not use up the code; a missing verifier is left to the handler (also
+    ``invalid_request``). Spec: RFC 7636 §4.1, §4.6.
+    """
+    if _field(form, "grant_type") != "authorization_code" or "code_verifier" not in form:
+        return None
+    values = form.getlist("code_verifier")
+    if len(values) != 1 or not isinstance(values[0], str):
+        return "send exactly one code_verifier"
+    return code_verifier_problem(values[0])
 
 
 def _field(form: FormData, name: str) -> str:
@@ -242,32 +263,23 @@ class AuthorizationServer:
         return JSONResponse(self.metadata, headers={"Cache-Control": "public, max-age=3600"})
 
     async def _user_resource_metadata(self, request: Request) -> Response:
-        return self._resource_metadata(user_resource(self.issuer), "hivegate: your MCP agents", None)
+        return self._resource_metadata(user_resource(self.issuer), None)
 
     async def _agent_resource_metadata(self, request: Request) -> Response:
         agent_id: str = request.path_params["agent_id"]
         if AGENT_ID_RE.fullmatch(agent_id) is None:
             return JSONResponse({"error": "not_found"}, status_code=404)
-        resource = agent_resource(self.issuer, agent_id)
-        return self._resource_metadata(resource, f"hivegate agent {agent_id}", agent_scope(agent_id))
+        return self._resource_metadata(agent_resource(self.issuer, agent_id), agent_id)
 
     async def _alias_resource_metadata(self, request: Request) -> Response:
         agent_id: str = request.path_params["agent_id"]
         if AGENT_ID_RE.fullmatch(agent_id) is None:
             return JSONResponse({"error": "not_found"}, status_code=404)
-        resource = f"{self.issuer}/agents/{agent_id}/mcp"
-        return self._resource_metadata(resource, f"hivegate agent {agent_id}", agent_scope(agent_id))
+        return self._resource_metadata(f"{self.issuer}/agents/{agent_id}/mcp", agent_id)
 
-    def _resource_metadata(self, resource: str, name: str, scope: str | None) -> Response:
-        """RFC 9728 §2 metadata for ``resource`` (built from the id alone: existence does not leak)."""
-        metadata: dict[str, Any] = {
-            "resource": resource,
-            "authorization_servers": [self.issuer],
-            "bearer_methods_supported": ["header"],
-            "resource_name": name,
-        }
-        if scope is not None:
-            metadata["scopes_supported"] = [scope]
+    def _resource_metadata(self, resource: str, agent_id: str | None) -> Response:
+        """RFC 9728 §2 metadata for ``resource`` (built by :func:`protected_resource_metadata`)."""
+        metadata = protected_resource_metadata(self.issuer, resource, agent_id)
         return JSONResponse(metadata, headers={"Cache-Control": "public, max-age=3600"})
 
     # -- authorize -------------------------------------------------------------------------
@@ -283,12 +295,8 @@ class AuthorizationServer:
         raw = params.get("redirect_uri")
         registered = [str(uri) for uri in client.redirect_uris or ()]
         if raw is not None:
-            try:
-                client.validate_redirect_uri(AnyUrl(raw) if isinstance(raw, str) else None)
-                accepted = isinstance(raw, str)
-            except (ValidationError, InvalidRedirectUriError):
-                accepted = False
-            if not accepted:
+            # matched as sent, before the SDK parses (and normalises) it: RFC 6749 §3.1.2.3, RFC 8252 §7.3
+            if not isinstance(raw, str) or not client_redirect_matches(client, raw):
                 return self._error_page(
                     request, "Invalid redirect URI", "The redirect URI is not registered for this application.", 400
                 )
@@ -473,6 +481,8 @@ class AuthorizationServer:
 
     def _preselected(self, pending: AuthorizationRequestRecord, agents: Sequence[AgentSpec]) -> set[str]:
         chosen = {scope.removeprefix("agent:") for scope in pending.scopes if scope.startswith("agent:")}
+        if USER_SCOPE in pending.scopes:
+            return {a.id for a in agents}
         if pending.resource is not None:
             target = self.provider.parse_resource(pending.resource)
             if target is not None and target.agent_id is None:
@@ -569,6 +579,9 @@ class AuthorizationServer:
 
     async def _token(self, request: Request) -> Response:
         form = await request.form(max_files=0)
+        verifier_problem = _code_verifier_problem(form)
+        if verifier_problem is not None:
+            return _invalid_form(verifier_problem)
         resources = tuple(v for v in form.getlist("resource") if isinstance(v, str))
         reset = token_request_resources.set(resources)
         try:
@@ -614,6 +627,13 @@ class AuthorizationServer:
                 {"error": "slow_down", "error_description": f"too many registrations; try again in {wait} s"},
                 status_code=429,
                 headers={"Retry-After": str(wait), "Cache-Control": "no-store"},
+            )
+        problem = self.provider.registration_redirect_problem(await request.body())
+        if problem is not None:
+            return JSONResponse(
+                {"error": "invalid_redirect_uri", "error_description": problem},
+                status_code=400,
+                headers={"Cache-Control": "no-store"},
             )
         response = await self._register_handler.handle(request)
         if response.status_code == 201:
