@@ -13,19 +13,27 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from starlette.types import Message, Send
 
-__all__ = ["LegacySessions", "negotiated_version"]
+__all__ = ["LegacySessions", "negotiated_version", "session_connection"]
 
 
 def negotiated_version(initialize_params: Any) -> str:
     """The version the SDK answers ``initialize`` with: the requested one if it knows it, else its latest."""
     requested = initialize_params.get("protocolVersion") if isinstance(initialize_params, dict) else None
     return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+
+
+def session_connection(session: ServerSession) -> Connection:
+    """The connection behind a request's session handle: its ``state`` and ``exit_stack`` (unwound
+    when the SDK ends the connection: DELETE, idle expiry, shutdown)."""
+    # ServerRequestContext exposes the connection only through the session handle's private field.
+    return session._connection  # pyright: ignore[reportPrivateUsage]  # mcp==2.3.0 is pinned
 
 
 class LegacySessions:

@@ -103,7 +103,7 @@ class McpEndpoint:
             send = without_session_header_on_error(send)
         elif scope["method"] == "DELETE":
             runtime.legacy_sessions.forget(headers["mcp-session-id"])
-        await runtime.manager.handle_request(scope, receive, send)
+        await runtime.events.handle(runtime.manager.handle_request, scope, receive, send)
 
     @staticmethod
     def _watch_legacy(runtime: AgentRuntime, headers: dict[str, str], message: dict[str, Any], send: Send) -> Send:
