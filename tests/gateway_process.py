@@ -67,6 +67,9 @@ def run_gateway(
         args += ["--config", str(config)]
     args += list(extra_args)
     proc_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    # This checkout's sources first: an editable install may point at another checkout (a worktree's
+    # tests would otherwise run the server of the main checkout).
+    proc_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), proc_env.get("PYTHONPATH")]))
     process = subprocess.Popen(
         args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=proc_env
     )
