@@ -132,6 +132,9 @@ class SessionEvents:
         self._retired.clear()
         self._journal._session_closed(self.account)  # pyright: ignore[reportPrivateUsage]
 
+    def _joined(self, stream: _Stream) -> None:
+        self._current.setdefault(stream.stream_id, stream)
+
     def _emptied(self, stream: _Stream) -> None:
         if self._current.get(stream.stream_id) is stream:
             del self._current[stream.stream_id]
@@ -197,6 +200,7 @@ class EventJournal:
         self._events[event.event_id] = event
         account.events[event.event_id] = event
         stream.events[event.event_id] = event
+        stream.session._joined(stream)  # pyright: ignore[reportPrivateUsage]  # evictions above may have emptied it
         account.bytes += size
         self._bytes += size
         return event.event_id
