@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +85,14 @@ class SseSession:
                 replayed.append(event)
         return Resumed(200, [json.loads(e.data) for e in replayed], None)
 
+    @asynccontextmanager
+    async def listening(self) -> AsyncGenerator[None]:
+        """Hold the session's GET stream open (an open stream keeps the session from expiring)."""
+        headers = {**self.headers, "Accept": "text/event-stream"}
+        async with self.http.stream("GET", self.url, headers=headers) as response:
+            assert response.status_code == 200
+            yield
+
     async def delete(self) -> int:
         response = await self.http.delete(self.url, headers=self.headers)
         return response.status_code
@@ -97,6 +107,15 @@ class Resumed:
     @property
     def text(self) -> str:
         return json.dumps(self.messages)
+
+    def assert_refused(self) -> None:
+        """A refusal: 400 with a JSON-RPC error body naming ``unknown_event_id``, nothing replayed."""
+        assert self.status == 400
+        assert self.error is not None
+        assert self.error["jsonrpc"] == "2.0"
+        assert self.error["id"] is None
+        assert self.error["error"]["code"] == -32600
+        assert self.error["error"]["data"]["code"] == "unknown_event_id"
 
 
 async def open_session(http: httpx2.AsyncClient, url: str, credential: dict[str, str]) -> SseSession:

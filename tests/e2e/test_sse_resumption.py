@@ -64,16 +64,6 @@ async def _http() -> AsyncGenerator[httpx2.AsyncClient]:
         yield http
 
 
-def _refused(resumed: Resumed) -> None:
-    """A refusal: 400 with a JSON-RPC error body naming ``unknown_event_id``, nothing replayed."""
-    assert resumed.status == 400
-    assert resumed.error is not None
-    assert resumed.error["jsonrpc"] == "2.0"
-    assert resumed.error["id"] is None
-    assert resumed.error["error"]["code"] == -32600
-    assert resumed.error["error"]["data"]["code"] == "unknown_event_id"
-
-
 async def _two_callers(url: str, first: dict[str, str], second: dict[str, str], tools: tuple[str, str]) -> None:
     """``second`` holds a cursor on its stream 7; ``first`` then calls with request id 7 too. Neither may
     read the other's stream, by its own cursor or by the other's; each resumes its own."""
@@ -90,14 +80,14 @@ async def _two_callers(url: str, first: dict[str, str], second: dict[str, str], 
         assert own.messages[-1]["id"] == 7
         assert own.messages[-1]["result"]["content"][0]["text"] == "attacker words"
 
-        _refused(await attacker.resume(victim.cursors[7][0]))
-        _refused(await attacker.resume(victim.cursors[7][-1]))
+        (await attacker.resume(victim.cursors[7][0])).assert_refused()
+        (await attacker.resume(victim.cursors[7][-1])).assert_refused()
 
         theirs = await victim.resume(victim.cursors[7][0])
         assert theirs.status == 200
         assert theirs.messages[-1]["result"]["content"][0]["text"] == "the victim's secret"
         assert "attacker" not in theirs.text
-        _refused(await victim.resume(attacker.cursors[7][0]))
+        (await victim.resume(attacker.cursors[7][0])).assert_refused()
 
 
 async def test_two_users_on_the_user_endpoint_resume_only_their_own_streams(world: World) -> None:
@@ -121,7 +111,7 @@ async def test_a_session_id_presented_by_another_principal_replays_nothing(world
         victim = await open_session(http, f"{world.gateway.url}/alpha/mcp", c["alice"])
         await victim.call(3, "alpha", "private words")
         intruder = type(victim)(http, victim.url, c["alice_bak"], victim.session_id)
-        _refused(await intruder.resume(victim.cursors[3][0]))
+        (await intruder.resume(victim.cursors[3][0])).assert_refused()
 
 
 async def test_a_resume_replays_only_the_later_events_of_that_stream_in_order(world: World) -> None:
@@ -149,4 +139,4 @@ async def test_an_unknown_event_id_is_refused_with_a_json_rpc_error(world: World
     for path in ("/mcp", "/alpha/mcp"):
         async with _http() as http:
             session = await open_session(http, f"{world.gateway.url}{path}", world.credentials["alice"])
-            _refused(await session.resume(secrets.token_urlsafe(16)))
+            (await session.resume(secrets.token_urlsafe(16))).assert_refused()
