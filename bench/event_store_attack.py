@@ -99,7 +99,7 @@ def _open(client: httpx.Client, url: str) -> dict[str, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--calls", type=int, default=300, help="calls in all (split evenly between the clients)")
     parser.add_argument("--size", type=int, default=3_500_000)
     parser.add_argument("--clients", type=int, default=1, help="client addresses 127.0.0.2, .3, … (one session each)")
