@@ -116,7 +116,7 @@ async def _still_served(victim: SseSession, cursor: str) -> None:
 
 async def test_a_flooding_principal_evicts_only_its_own_events(world: World) -> None:
     """Issue 7 item 2: a flood past the per-principal budget drops the flooder's oldest events; the
-    victim's older events stay resumable."""
+    victim's older events stay resumable, and its initialize and tools/call are served."""
     async with _http() as http:
         victim, cursor = await _victim(http, world)
         flooder = await open_session(http, world.alpha, world.credentials["alice"])
@@ -127,6 +127,9 @@ async def test_a_flooding_principal_evicts_only_its_own_events(world: World) -> 
         assert resumed.status == 200
         assert resumed.messages[-1]["result"]["content"][0]["text"] == FLOOD_MESSAGE
         await _still_served(victim, cursor)
+        again = await open_session(http, world.mcp, world.credentials["bob"])  # initialize is still served
+        answered = await again.call(2, "beta", "still here")
+        assert answered[-1]["result"]["content"][0]["text"] == "still here"
 
 
 async def test_delete_frees_the_sessions_events(world: World) -> None:
