@@ -11,6 +11,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Generator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +40,24 @@ class GatewayProcess:
                 return "".join(out)
             if line is not None:
                 out.append(line)
+
+    def wait_for_line(self, text: str, timeout_seconds: float) -> str:
+        """Read the server's output until a line containing ``text`` (bounded); that line.
+
+        Raises:
+            TimeoutError: no such line within ``timeout_seconds`` (or the server exited).
+        """
+        deadline = time.monotonic() + timeout_seconds
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            if text in line:
+                return line
+        raise TimeoutError(f"no output line with {text!r} within {timeout_seconds} s")
 
 
 def _pump(stream: object, lines: queue.Queue[str | None]) -> None:

@@ -7,7 +7,8 @@
     │   ├── ParseError                parse_error       400  -32700
     │   ├── BatchNotSupportedError    batch_not_supported 400 -32600
     │   ├── PayloadTooLargeError      payload_too_large 413  -32600
-    │   └── UnsupportedMediaTypeError unsupported_media_type 415 -32600
+    │   ├── UnsupportedMediaTypeError unsupported_media_type 415 -32600
+    │   └── UnknownEventIdError       unknown_event_id  400  -32600
     ├── InvalidParamsError            invalid_params    400  -32602
     │   ├── UnknownToolError          unknown_tool      400  -32602
     │   ├── UnknownPromptError        unknown_prompt    400  -32602
@@ -66,6 +67,7 @@ __all__ = [
     "ResourceNotFoundError",
     "ServiceUnavailableError",
     "SessionNotFoundError",
+    "UnknownEventIdError",
     "UnknownPromptError",
     "UnknownToolError",
     "UnsupportedMediaTypeError",
@@ -126,6 +128,14 @@ class PayloadTooLargeError(InvalidRequestError):
 class UnsupportedMediaTypeError(InvalidRequestError):
     code = "unsupported_media_type"
     http_status = 415
+
+
+class UnknownEventIdError(InvalidRequestError):
+    """A ``Last-Event-ID`` that names no kept event of the session's streams for this caller
+    (another session's, evicted, or never issued). Spec: MCP 2025-11-25
+    basic/transports#resumability-and-redelivery."""
+
+    code = "unknown_event_id"
 
 
 class InvalidParamsError(GatewayError):

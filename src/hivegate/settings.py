@@ -114,6 +114,10 @@ class McpSettings(_Group):
     """``retry:`` advice on handshake-era SSE streams (SEP-1699 polling)."""
     fast_path: bool = True
     """Serve plain 2026-07-28 JSON requests on hivegate's lean path (same handlers as the SDK path)."""
+    event_store_bytes_per_principal: Annotated[int, Field(ge=4096)] = 8 * 1024 * 1024
+    """Handshake-era SSE events kept for resumption per principal (per client address when anonymous), in bytes."""
+    event_store_bytes_total: Annotated[int, Field(ge=4096)] = 128 * 1024 * 1024
+    """Handshake-era SSE events kept for resumption in the whole process, in bytes."""
 
     @model_validator(mode="after")
     def _per_principal_within_total(self) -> McpSettings:

@@ -18,6 +18,7 @@ from hivegate.agents.model import AgentSpec
 from hivegate.agents.registry import AgentChange, AgentRegistry
 from hivegate.errors import AgentUnavailableError
 from hivegate.mcp.budgets import McpBudgets
+from hivegate.mcp.event_journal import EventJournal
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.runtime import AgentRuntime
 from hivegate.settings import Settings
@@ -36,6 +37,8 @@ class AgentHost:
         self._codec = CursorCodec(settings.security.cursor_key.get_secret_value().encode())
         self.budgets = McpBudgets(settings.mcp)
         """What callers hold open on every MCP endpoint of this process (sessions, streams)."""
+        self.events = EventJournal(settings.mcp.event_store_bytes_per_principal, settings.mcp.event_store_bytes_total)
+        """The process's kept SSE events: every agent endpoint's and ``/mcp``'s (one byte budget)."""
         self._runtimes: dict[str, AgentRuntime] = {}
         self._locks: dict[str, anyio.Lock] = {}
         self._failed: dict[str, AgentSpec] = {}
@@ -98,7 +101,7 @@ class AgentHost:
             runtime = self._runtimes.get(agent_id)
             if runtime is None:
                 try:
-                    runtime = await AgentRuntime.start(spec, self._settings, self._codec, self._task_group)
+                    runtime = await AgentRuntime.start(spec, self._settings, self._codec, self._task_group, self.events)
                 except Exception:  # the agent's own code failed to import or start; details stay in the log
                     logger.exception("cannot start agent %s; not retrying until its spec changes", agent_id)
                     self._failed[agent_id] = spec

@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
+from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -27,7 +28,7 @@ from starlette.types import Message, Send
 
 from hivegate.mcp.budgets import Slot, take_opening_slot
 
-__all__ = ["BudgetedSessionManager", "LegacySessions", "negotiated_version"]
+__all__ = ["BudgetedSessionManager", "LegacySessions", "negotiated_version", "session_connection"]
 
 
 def negotiated_version(initialize_params: Any) -> str:
@@ -61,6 +62,13 @@ class BudgetedSessionManager(StreamableHTTPSessionManager):
         if slot is not None:  # before any await: the slot is back even if this task is being cancelled
             slot.release()
         await super()._discard_session(session_id, transport)
+
+
+def session_connection(session: ServerSession) -> Connection:
+    """The connection behind a request's session handle: its ``state`` and ``exit_stack`` (unwound
+    when the SDK ends the connection: DELETE, idle expiry, shutdown)."""
+    # ServerRequestContext exposes the connection only through the session handle's private field.
+    return session._connection  # pyright: ignore[reportPrivateUsage]  # mcp==2.3.0 is pinned
 
 
 class LegacySessions:

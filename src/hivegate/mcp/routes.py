@@ -106,7 +106,7 @@ class McpEndpoint:
         with self._host.budgets.admit(
             scope, headers, decoded if modern else message, current_principal(), modern=modern
         ):
-            await runtime.manager.handle_request(scope, receive, send)
+            await runtime.events.handle(runtime.manager.handle_request, scope, receive, send)
 
     @staticmethod
     def _watch_legacy(runtime: AgentRuntime, headers: dict[str, str], message: dict[str, Any], send: Send) -> Send:

@@ -36,7 +36,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from hivegate.agents.model import AgentSpec, CacheableMethod
 from hivegate.backends.base import Backend
 from hivegate.backends.python import create_python_backend
-from hivegate.mcp.event_store import MemoryEventStore
+from hivegate.mcp.event_journal import EventJournal
+from hivegate.mcp.event_store import EndpointEventStore
 from hivegate.mcp.handlers import AgentHandlers
 from hivegate.mcp.legacy_sessions import BudgetedSessionManager, LegacySessions
 from hivegate.mcp.pagination import CursorCodec
@@ -102,7 +103,12 @@ class AgentRuntime:
     """The live MCP server of one agent. Create with :meth:`start`; stop with :meth:`aclose`."""
 
     def __init__(
-        self, view: AgentView, settings: Settings, codec: CursorCodec, task_group: anyio.abc.TaskGroup
+        self,
+        view: AgentView,
+        settings: Settings,
+        codec: CursorCodec,
+        task_group: anyio.abc.TaskGroup,
+        journal: EventJournal,
     ) -> None:
         self._view = view
         self._task_group = task_group
@@ -111,11 +117,13 @@ class AgentRuntime:
         self.bus = _AgentBus()
         self.bus.relay_from(view.backend)
         self.handlers = AgentHandlers(lambda: self._view, codec, settings.mcp.default_page_size)
+        self.events = EndpointEventStore(journal)
+        """Serve every request to :attr:`manager` through ``events.handle`` (binds SSE events to sessions)."""
         self.server = self._build_server()
         self._apply_identity(view.spec)
         self.manager = BudgetedSessionManager(
             app=self.server,
-            event_store=MemoryEventStore(),
+            event_store=self.events,
             retry_interval=settings.mcp.sse_retry_interval_ms,
             json_response=False,
             security_settings=None,  # hivegate checks Host/Origin before a request reaches the SDK
@@ -152,11 +160,20 @@ class AgentRuntime:
 
     @classmethod
     async def start(
-        cls, spec: AgentSpec, settings: Settings, codec: CursorCodec, task_group: anyio.abc.TaskGroup
+        cls,
+        spec: AgentSpec,
+        settings: Settings,
+        codec: CursorCodec,
+        task_group: anyio.abc.TaskGroup,
+        journal: EventJournal,
     ) -> AgentRuntime:
-        """Build the agent's backend, view, server and session manager, and start the manager in ``task_group``."""
+        """Build the agent's backend, view, server and session manager, and start the manager in ``task_group``.
+
+        ``journal`` keeps the SSE events of the agent's handshake-era sessions (shared by the process).
+        """
         backend = await _create_backend(spec, task_group)
-        runtime = cls(AgentView.build(spec, backend, settings.mcp.default_page_size), settings, codec, task_group)
+        view = AgentView.build(spec, backend, settings.mcp.default_page_size)
+        runtime = cls(view, settings, codec, task_group, journal)
         await task_group.start(runtime._run_manager)
         return runtime
 
@@ -173,6 +190,7 @@ class AgentRuntime:
         self._stop.set()
         with anyio.move_on_after(5, shield=True):
             await self._stopped.wait()
+        self.events.close()
         self.bus.relay_from(None)
         if self._view.backend is not None:
             await self._view.backend.aclose()
@@ -197,6 +215,7 @@ class AgentRuntime:
         server.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, h.on_unsubscribe)
         server.add_request_handler("logging/setLevel", SetLevelRequestParams, h.on_set_logging_level)
         server.middleware.append(self._track_legacy_session)
+        server.middleware.append(self.events.track_session)
         return server
 
     def _apply_identity(self, spec: AgentSpec) -> None:

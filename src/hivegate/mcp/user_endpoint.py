@@ -58,7 +58,7 @@ from hivegate.agents.registry import AgentChange
 from hivegate.auth.gate import EndpointGate
 from hivegate.auth.principal import Principal, current_principal, principal_scope
 from hivegate.errors import GatewayError, InternalError
-from hivegate.mcp.event_store import MemoryEventStore
+from hivegate.mcp.event_store import EndpointEventStore
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.legacy_sessions import BudgetedSessionManager
 from hivegate.mcp.pagination import CursorCodec
@@ -199,10 +199,11 @@ class UserEndpoint:
         codec = CursorCodec(settings.security.cursor_key.get_secret_value().encode())
         self.handlers = UserHandlers(host, self._agents, codec, settings.mcp.default_page_size, self._relay)
         self._max_listen_streams = settings.mcp.max_listen_streams_total
+        self.events = EndpointEventStore(host.events)
         self.server = self._build_server()
         self.manager = BudgetedSessionManager(
             app=self.server,
-            event_store=MemoryEventStore(),
+            event_store=self.events,
             retry_interval=settings.mcp.sse_retry_interval_ms,
             json_response=False,
             security_settings=None,  # hivegate checks Host/Origin before a request reaches the SDK
@@ -234,6 +235,7 @@ class UserEndpoint:
         )
         server.cache_hints = {method: _PRIVATE_NOW for method in _CACHEABLE}
         server.middleware.append(self._as_caller)
+        server.middleware.append(self.events.track_session)
         return server
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -260,6 +262,7 @@ class UserEndpoint:
             for _, stop in self._relays.values():
                 stop()
             self._relays.clear()
+            self.events.close()
 
     # -- requests ----------------------------------------------------------------------
 
@@ -285,7 +288,7 @@ class UserEndpoint:
                 send = without_session_header_on_error(send)
             scope["user"] = _Caller(principal)
             with self._host.budgets.admit(scope, headers, message, principal, modern=modern):
-                await self.manager.handle_request(scope, receive, send)
+                await self.events.handle(self.manager.handle_request, scope, receive, send)
 
     async def _as_caller(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Serve each request as its own caller (a handshake-era session's tasks inherit the opener's
