@@ -71,7 +71,7 @@ def apply(
 
 def _warn_unknown_owners(config: Path | None, database_url: str | None, owners: set[str]) -> None:
     """Say which owners have no user yet: nobody's credentials reach their agents until they exist."""
-    settings = settings_from(config, database={"url": database_url} if database_url else {})
+    settings = settings_from(config, announce=False, database={"url": database_url} if database_url else {})
 
     async def missing() -> list[str]:
         store = await create_credential_store(settings.database.url)

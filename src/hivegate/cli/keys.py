@@ -35,7 +35,7 @@ def create(
 ) -> None:
     """Create a key: oag_ (all of the user's agents) or, with --agent, bak_ (that agent). Prints it once."""
     minted = mint_key(KeyKind.USER if agent is None else KeyKind.AGENT)
-    settings = settings_from(config, database={"url": database_url} if database_url else {})
+    settings = settings_from(config, announce=False, database={"url": database_url} if database_url else {})
 
     async def action(store: CredentialStore) -> ApiKey:
         owner = await _require_user(store, user)

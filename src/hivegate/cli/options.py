@@ -9,9 +9,16 @@ import typer
 from rich.console import Console
 from rich.table import Column
 
-from hivegate.settings import Settings, SettingsError, load_settings
+from hivegate.settings import Settings, SettingsError, load_settings, sqlite_file
 
-__all__ = ["ConfigOption", "DatabaseOption", "err_console", "id_column", "settings_from"]
+__all__ = [
+    "ConfigOption",
+    "DatabaseOption",
+    "announce_database",
+    "err_console",
+    "id_column",
+    "settings_from",
+]
 
 err_console = Console(stderr=True)
 
@@ -25,14 +32,31 @@ DatabaseOption = Annotated[
 ]
 
 
-def settings_from(config: Path | None, **groups: dict[str, Any]) -> Settings:
-    """Load settings or exit with status 2 and a message naming the bad key."""
+def settings_from(config: Path | None, *, announce: bool = True, **groups: dict[str, Any]) -> Settings:
+    """Load settings or exit with status 2 and a message naming the bad key.
+
+    With ``announce`` (once per command), say on stderr which database the command uses
+    (:func:`announce_database`).
+    """
     overrides = {name: values for name, values in groups.items() if values}
     try:
-        return load_settings(config, **overrides)
+        settings = load_settings(config, **overrides)
     except SettingsError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
+    if announce:
+        announce_database(settings)
+    return settings
+
+
+def announce_database(settings: Settings) -> None:
+    """Print ``database: SQLite file /abs/path.db`` (or the masked URL) on stderr; a SQLite file that
+    does not exist yet is flagged, since the command is about to create a new, empty database."""
+    line = f"database: {settings.database.describe()}"
+    path = sqlite_file(settings.database.url)
+    if path is not None and not path.exists():
+        line += " (new: no database there yet)"
+    err_console.print(line, style="dim", highlight=False, soft_wrap=True, markup=False)
 
 
 def id_column(header: str = "id") -> Column:
