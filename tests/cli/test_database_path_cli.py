@@ -48,7 +48,8 @@ def test_config_file_sqlite_path_is_relative_to_the_file(tmp_path: Path) -> None
     listed = _cli(there, "users", "list", "--config", str(config))
     assert "alice" in listed.stdout
     assert f"database: SQLite file {database}\n" in listed.stderr
-    assert not (here / "data").exists() and not (there / "data").exists()
+    assert not (here / "data").exists()
+    assert not (there / "data").exists()
 
 
 def test_environment_sqlite_path_stays_relative_to_the_working_directory(tmp_path: Path) -> None:

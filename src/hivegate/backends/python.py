@@ -49,6 +49,7 @@ def import_object(ref: str, base_dir: str | None) -> Any:
     module_name, _, attr_path = ref.partition(":")
     if base_dir and base_dir not in sys.path:
         sys.path.insert(0, base_dir)
+    importlib.invalidate_caches()  # a retry must see a module file created since the last attempt
     try:
         obj: Any = importlib.import_module(module_name)
         for part in attr_path.split("."):

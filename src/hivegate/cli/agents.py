@@ -14,9 +14,11 @@ from typing import Annotated, TypeVar
 import anyio
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from hivegate.agents.loader import AgentsFileError, load_agents_file
+from hivegate.backends.check import check_python_backends
 from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, settings_from
 from hivegate.storage import AgentStore, create_agent_store
 from hivegate.storage.credentials import create_credential_store
@@ -48,12 +50,24 @@ def apply(
     database_url: DatabaseOption = None,
     prune: Annotated[bool, typer.Option(help="Also delete registered agents that the file does not declare.")] = False,
 ) -> None:
-    """Create or update the agents declared in FILE (all or nothing)."""
+    """Create or update the agents declared in FILE (all or nothing).
+
+    Every python backend is imported first, in a child process; if one cannot load, the import
+    error is shown and nothing is written (exit status 2).
+    """
     try:
         specs = load_agents_file(file)
     except AgentsFileError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
+    problems = check_python_backends(specs)
+    if problems:
+        for problem in problems:
+            err_console.print(f"[red]error:[/red] {escape(str(problem))}", highlight=False)
+        err_console.print(
+            f"nothing was written: fix {'this backend' if len(problems) == 1 else 'these backends'} first"
+        )
+        raise typer.Exit(2)
     report = _run(config or _config_beside(file), database_url, lambda store: store.apply(specs, prune=prune))
     table = Table("agent", "result")
     for label, ids in (
