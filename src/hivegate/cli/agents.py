@@ -19,13 +19,13 @@ from rich.table import Table
 
 from hivegate.agents.loader import AgentsFileError, load_agents_file
 from hivegate.backends.check import check_python_backends
-from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, settings_from
+from hivegate.cli.options import FLAG, Command, ConfigOption, DatabaseOption, command_group, err_console, settings_from
 from hivegate.storage import AgentStore, create_agent_store
 from hivegate.storage.credentials import create_credential_store
 
 __all__ = ["agents_app"]
 
-agents_app = typer.Typer(help="Register and inspect agents.", no_args_is_help=True)
+agents_app = command_group("Register and inspect agents.")
 console = Console()
 T = TypeVar("T")
 
@@ -43,12 +43,15 @@ def _run(config: Path | None, database_url: str | None, action: Callable[[AgentS
     return anyio.run(main)
 
 
-@agents_app.command("apply")
+@agents_app.command("apply", cls=Command)
 def apply(
-    file: Annotated[Path, typer.Argument(help="TOML file with [[agents]] tables.")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="TOML file with `[[agents]]` tables.")],
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
-    prune: Annotated[bool, typer.Option(help="Also delete registered agents that the file does not declare.")] = False,
+    prune: Annotated[
+        bool,
+        typer.Option("--prune", metavar=FLAG, help="Also delete registered agents that the file does not declare."),
+    ] = False,
 ) -> None:
     """Create or update the agents declared in FILE (all or nothing).
 
@@ -106,7 +109,7 @@ def _config_beside(file: Path) -> Path | None:
     return file if file.is_file() and "[database]" in file.read_text(encoding="utf-8") else None
 
 
-@agents_app.command("list")
+@agents_app.command("list", cls=Command)
 def list_agents(config: ConfigOption = None, database_url: DatabaseOption = None) -> None:
     """List registered agents."""
     stored = _run(config, database_url, lambda store: store.list())
@@ -127,9 +130,9 @@ def list_agents(config: ConfigOption = None, database_url: DatabaseOption = None
     console.print(table)
 
 
-@agents_app.command("show")
+@agents_app.command("show", cls=Command)
 def show(
-    agent_id: Annotated[str, typer.Argument(help="The agent's id.")],
+    agent_id: Annotated[str, typer.Argument(metavar="ID", help="The agent's id.")],
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
@@ -141,9 +144,9 @@ def show(
     print(json.dumps(stored.spec.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))
 
 
-@agents_app.command("delete")
+@agents_app.command("delete", cls=Command)
 def delete(
-    agent_id: Annotated[str, typer.Argument(help="The agent's id.")],
+    agent_id: Annotated[str, typer.Argument(metavar="ID", help="The agent's id.")],
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
 ) -> None:

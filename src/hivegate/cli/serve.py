@@ -11,7 +11,7 @@ import anyio
 import typer
 
 from hivegate.agents.loader import AgentsFileError, load_agents_file
-from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, settings_from
+from hivegate.cli.options import FLAG, ConfigOption, DatabaseOption, err_console, settings_from
 
 if TYPE_CHECKING:
     import uvicorn
@@ -21,10 +21,16 @@ __all__ = ["serve"]
 
 def serve(
     config: ConfigOption = None,
-    host: Annotated[str | None, typer.Option(help="Interface to bind (default 127.0.0.1).")] = None,
-    port: Annotated[int | None, typer.Option(help="Port to bind; 0 picks a free one (default 8094).")] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", metavar="HOST", help="Interface to bind (default `127.0.0.1`).")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", metavar="PORT", help="Port to bind; `0` picks a free one (default `8094`).")
+    ] = None,
     database_url: DatabaseOption = None,
-    dev: Annotated[bool, typer.Option("--dev", help="Development mode: allow the default secrets.")] = False,
+    dev: Annotated[
+        bool, typer.Option("--dev", metavar=FLAG, help="Development mode: allow the default secrets.")
+    ] = False,
 ) -> None:
     """Serve every registered agent at /{agentId}/mcp (and the agents in --config, applied at start-up)."""
     server_overrides: dict[str, object] = {}
