@@ -7,6 +7,7 @@ Routes:
 - ``/mcp``: the user-level MCP endpoint, every agent the caller may use (:mod:`hivegate.mcp.user_endpoint`);
 - ``/oauth/*`` and ``/.well-known/*``: the OAuth authorization server and the protected-resource
   metadata (:mod:`hivegate.auth.oauth.server`);
+- ``/``: what the gateway serves, HTML or JSON (:mod:`hivegate.home`);
 - ``/healthz``: the process is alive (200 ``{"status":"ok"}``);
 - ``/readyz``: the store answers (200) or not (503).
 """
@@ -35,6 +36,7 @@ from hivegate.auth.oauth.cimd import ClientMetadataResolver
 from hivegate.auth.oauth.server import AuthorizationServer
 from hivegate.auth.resolver import CredentialResolver
 from hivegate.auth.tokens import TokenCodec
+from hivegate.home import HomePage
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.routes import McpEndpoint
 from hivegate.mcp.user_endpoint import UserEndpoint
@@ -148,6 +150,7 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Hivega
         return JSONResponse({"status": "ok", "store": "ok", "agents": len(gateway.registry.all())})
 
     routes = [
+        Route("/", HomePage(settings.base_url()).endpoint, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/{agent_id}/mcp", endpoint),
