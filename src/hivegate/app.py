@@ -14,6 +14,7 @@ Routes:
 
 from __future__ import annotations
 
+import functools
 import logging
 import ssl
 from collections.abc import AsyncGenerator
@@ -37,6 +38,7 @@ from hivegate.auth.oauth.server import AuthorizationServer
 from hivegate.auth.resolver import CredentialResolver
 from hivegate.auth.tokens import TokenCodec
 from hivegate.home import HomePage
+from hivegate.mcp.coverage import agent_coverage
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.routes import McpEndpoint
 from hivegate.mcp.user_endpoint import UserEndpoint
@@ -105,6 +107,7 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Hivega
             registry=registry,
             codec=codec,
             client_metadata=client_metadata,
+            coverage=functools.partial(agent_coverage, host),
         )
         auth_routes.bind(Router(routes=authorization_server.routes()))
         gateway = Gateway(settings, agent_store, registry, host, credentials, oauth, gate)
