@@ -21,9 +21,13 @@ install: $(STAMP)
 tools:
 	bash scripts/install-tools.sh
 
+# `make serve PORT=9000 HOST=0.0.0.0`: PORT may also come from the environment; HOST only from the
+# command line (zsh sets HOST to the machine's name). Without them: [server] of examples/hivegate.toml.
+SERVE_FLAGS = $(if $(filter command line,$(origin HOST)),--host $(HOST)) $(if $(PORT),--port $(PORT))
+
 serve: install
 	$(BIN)/hivegate users ensure-demo --config examples/hivegate.toml
-	$(BIN)/hivegate serve --config examples/hivegate.toml --dev
+	$(BIN)/hivegate serve --config examples/hivegate.toml --dev $(SERVE_FLAGS)
 
 lint: install
 	$(BIN)/ruff format --check $(PY_DIRS)

@@ -59,6 +59,25 @@ class GatewayProcess:
                 return line
         raise TimeoutError(f"no output line with {text!r} within {timeout_seconds} s")
 
+    def wait_for(self, text: str, timeout_seconds: float = STARTUP_TIMEOUT_SECONDS) -> str:
+        """Read the server's output until a line containing ``text``; return that line.
+
+        Raises:
+            AssertionError: the server exits, or ``timeout_seconds`` pass first (with what it printed).
+        """
+        seen: list[str] = []
+        deadline = time.monotonic() + timeout_seconds
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no line with {text!r} in {timeout_seconds} s:\n" + "".join(seen)) from None
+            if line is None:
+                raise AssertionError(f"hivegate exited before printing {text!r}:\n" + "".join(seen))
+            seen.append(line)
+            if text in line:
+                return line
+
 
 def _pump(stream: object, lines: queue.Queue[str | None]) -> None:
     for line in stream:  # type: ignore[attr-defined]  # a text-mode pipe

@@ -7,12 +7,14 @@ Routes:
 - ``/mcp``: the user-level MCP endpoint, every agent the caller may use (:mod:`hivegate.mcp.user_endpoint`);
 - ``/oauth/*`` and ``/.well-known/*``: the OAuth authorization server and the protected-resource
   metadata (:mod:`hivegate.auth.oauth.server`);
+- ``/``: what the gateway serves, HTML or JSON (:mod:`hivegate.home`);
 - ``/healthz``: the process is alive (200 ``{"status":"ok"}``);
 - ``/readyz``: the store answers (200) or not (503).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import ssl
 from collections.abc import AsyncGenerator
@@ -36,6 +38,8 @@ from hivegate.auth.oauth.redirects import RedirectPolicy
 from hivegate.auth.oauth.server import AuthorizationServer
 from hivegate.auth.resolver import CredentialResolver
 from hivegate.auth.tokens import TokenCodec
+from hivegate.home import HomePage
+from hivegate.mcp.coverage import agent_coverage
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.routes import McpEndpoint
 from hivegate.mcp.user_endpoint import UserEndpoint
@@ -104,6 +108,7 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Hivega
             registry=registry,
             codec=codec,
             client_metadata=client_metadata,
+            coverage=functools.partial(agent_coverage, host),
         )
         auth_routes.bind(Router(routes=authorization_server.routes()))
         gateway = Gateway(settings, agent_store, registry, host, credentials, oauth, gate)
@@ -149,6 +154,7 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Hivega
         return JSONResponse({"status": "ok", "store": "ok", "agents": len(gateway.registry.all())})
 
     routes = [
+        Route("/", HomePage(settings.base_url()).endpoint, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/{agent_id}/mcp", endpoint),

@@ -7,6 +7,11 @@ are read by :mod:`hivegate.agents.loader`, not here.
 
 Settings are read once (:func:`load_settings`) and passed to ``create_app``; nothing else in
 hivegate reads the environment.
+
+A relative SQLite path written in the config file (``[database].url``) is resolved against that
+file's folder, so every command given the same ``--config`` opens the same database whatever its
+working directory; a relative path from the environment or ``--database-url`` stays relative to
+the working directory, like any other path a shell passes on.
 """
 
 from __future__ import annotations
@@ -31,10 +36,21 @@ from pydantic_settings import (
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from hivegate.auth.oauth.redirects import compile_redirect_pattern
 
-__all__ = ["DEFAULT_SECRET", "MIN_SECRET_BYTES", "Settings", "SettingsError", "load_settings"]
+__all__ = [
+    "DEFAULT_SECRET",
+    "MIN_SECRET_BYTES",
+    "Settings",
+    "SettingsError",
+    "describe_database_url",
+    "load_settings",
+    "resolve_sqlite_path",
+    "sqlite_file",
+]
 
 DEFAULT_SECRET = "hivegate-development-secret-not-for-production"
 """The documented development default of every secret; ``hivegate serve`` refuses it outside ``--dev``."""
@@ -88,6 +104,11 @@ class DatabaseSettings(_Group):
     poll_interval_seconds: Annotated[float, Field(gt=0, le=3600)] = 1.0
     """How often a running server checks the registry revision for changes made elsewhere."""
 
+    def describe(self) -> str:
+        """The database in use, for people: ``SQLite file /abs/path.db``, the PostgreSQL URL with its
+        password masked (``postgresql+asyncpg://app:***@db:5432/hivegate``), or ``memory://``."""
+        return describe_database_url(self.url)
+
 
 class McpSettings(_Group):
     default_page_size: Annotated[int, Field(ge=1, le=1000)] = 50
@@ -125,6 +146,63 @@ class McpSettings(_Group):
             if getattr(self, f"max_{resource}_per_principal") > getattr(self, f"max_{resource}_total"):
                 raise ValueError(f"max_{resource}_per_principal must not exceed max_{resource}_total")
         return self
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The absolute file a SQLite URL names, or None for any other database (and ``:memory:``)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    return Path(parsed.database).resolve()
+
+
+def describe_database_url(url: str) -> str:
+    """A database URL as :meth:`DatabaseSettings.describe` shows it (never a password)."""
+    if url.startswith("memory://"):
+        return "memory:// (this process only; nothing is kept)"
+    path = sqlite_file(url)
+    if path is not None:
+        return f"SQLite file {path}"
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "(unparsable database URL)"
+
+
+def resolve_sqlite_path(url: str, folder: Path) -> str:
+    """``url`` with a relative SQLite file path made absolute under ``folder``; any other URL unchanged.
+
+    ``sqlite+aiosqlite:///data/hg.db`` with folder ``/etc/hivegate`` becomes
+    ``sqlite+aiosqlite:////etc/hivegate/data/hg.db`` (query options are kept).
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return url  # reported when the store opens it
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return url
+    if database.startswith("file:") or Path(database).is_absolute():
+        return url
+    return parsed.set(database=str((folder / database).resolve())).render_as_string(hide_password=False)
+
+
+class _ConfigFileSource(TomlConfigSettingsSource):
+    """The TOML file's settings, with a relative SQLite path resolved against the file's folder."""
+
+    def __init__(self, settings_cls: type[BaseSettings], toml_file: Path) -> None:
+        super().__init__(settings_cls, toml_file=toml_file)
+        self._folder = toml_file.resolve().parent
+
+    def __call__(self) -> dict[str, Any]:
+        data = super().__call__()
+        database = data.get("database")
+        if isinstance(database, dict) and isinstance(database.get("url"), str):
+            data["database"] = {**database, "url": resolve_sqlite_path(database["url"], self._folder)}
+        return data
 
 
 def _long_enough(value: SecretStr) -> SecretStr:
@@ -206,7 +284,7 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         if cls._toml_file is not None:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=cls._toml_file))
+            sources.append(_ConfigFileSource(settings_cls, cls._toml_file))
         return tuple(sources)
 
     def default_secrets(self) -> list[str]:

@@ -49,6 +49,7 @@ def import_object(ref: str, base_dir: str | None) -> Any:
     module_name, _, attr_path = ref.partition(":")
     if base_dir and base_dir not in sys.path:
         sys.path.insert(0, base_dir)
+    importlib.invalidate_caches()  # a retry must see a module file created since the last attempt
     try:
         obj: Any = importlib.import_module(module_name)
         for part in attr_path.split("."):
@@ -132,7 +133,9 @@ class SdkServerBackend:
     has_server = True
 
     def __init__(self, target: Any) -> None:
+        self._mcp_server: MCPServer[Any] | None = None
         if isinstance(target, MCPServer):
+            self._mcp_server = cast(MCPServer[Any], target)
             self._server: Server[Any] = cast(Server[Any], target._lowlevel_server)  # pyright: ignore[reportPrivateUsage]  # the SDK exposes no public accessor
             self.subscription_bus: SubscriptionBus | None = target._subscriptions  # pyright: ignore[reportPrivateUsage]  # same
         elif isinstance(target, Server):
@@ -175,6 +178,18 @@ class SdkServerBackend:
 
     async def invoke(self, invocation: Invocation, on_delta: DeltaSink | None) -> str:
         raise AgentError("This agent has no message tool.")
+
+    async def feature_names(self) -> tuple[list[str], list[str], list[str]] | None:
+        """The names of the server's tools, resources (and templates) and prompts, for people (the consent
+        page); None for a low-level ``Server``, whose lists need a request context to produce."""
+        server = self._mcp_server
+        if server is None:
+            return None
+        tools = [tool.name for tool in await server.list_tools()]
+        resources = [r.name for r in await server.list_resources()]
+        resources += [t.name for t in await server.list_resource_templates()]
+        prompts = [prompt.name for prompt in await server.list_prompts()]
+        return tools, resources, prompts
 
     def has_method(self, method: str) -> bool:
         """Whether the backend server registers a handler for ``method``."""

@@ -14,16 +14,18 @@ from typing import Annotated, TypeVar
 import anyio
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from hivegate.agents.loader import AgentsFileError, load_agents_file
-from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, settings_from
+from hivegate.backends.check import check_python_backends
+from hivegate.cli.options import FLAG, Command, ConfigOption, DatabaseOption, command_group, err_console, settings_from
 from hivegate.storage import AgentStore, create_agent_store
 from hivegate.storage.credentials import create_credential_store
 
 __all__ = ["agents_app"]
 
-agents_app = typer.Typer(help="Register and inspect agents.", no_args_is_help=True)
+agents_app = command_group("Register and inspect agents.")
 console = Console()
 T = TypeVar("T")
 
@@ -41,19 +43,34 @@ def _run(config: Path | None, database_url: str | None, action: Callable[[AgentS
     return anyio.run(main)
 
 
-@agents_app.command("apply")
+@agents_app.command("apply", cls=Command)
 def apply(
-    file: Annotated[Path, typer.Argument(help="TOML file with [[agents]] tables.")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="TOML file with `[[agents]]` tables.")],
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
-    prune: Annotated[bool, typer.Option(help="Also delete registered agents that the file does not declare.")] = False,
+    prune: Annotated[
+        bool,
+        typer.Option("--prune", metavar=FLAG, help="Also delete registered agents that the file does not declare."),
+    ] = False,
 ) -> None:
-    """Create or update the agents declared in FILE (all or nothing)."""
+    """Create or update the agents declared in FILE (all or nothing).
+
+    Every python backend is imported first, in a child process; if one cannot load, the import
+    error is shown and nothing is written (exit status 2).
+    """
     try:
         specs = load_agents_file(file)
     except AgentsFileError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
+    problems = check_python_backends(specs)
+    if problems:
+        for problem in problems:
+            err_console.print(f"[red]error:[/red] {escape(str(problem))}", highlight=False)
+        err_console.print(
+            f"nothing was written: fix {'this backend' if len(problems) == 1 else 'these backends'} first"
+        )
+        raise typer.Exit(2)
     report = _run(config or _config_beside(file), database_url, lambda store: store.apply(specs, prune=prune))
     table = Table("agent", "result")
     for label, ids in (
@@ -71,7 +88,7 @@ def apply(
 
 def _warn_unknown_owners(config: Path | None, database_url: str | None, owners: set[str]) -> None:
     """Say which owners have no user yet: nobody's credentials reach their agents until they exist."""
-    settings = settings_from(config, database={"url": database_url} if database_url else {})
+    settings = settings_from(config, announce=False, database={"url": database_url} if database_url else {})
 
     async def missing() -> list[str]:
         store = await create_credential_store(settings.database.url)
@@ -92,7 +109,7 @@ def _config_beside(file: Path) -> Path | None:
     return file if file.is_file() and "[database]" in file.read_text(encoding="utf-8") else None
 
 
-@agents_app.command("list")
+@agents_app.command("list", cls=Command)
 def list_agents(config: ConfigOption = None, database_url: DatabaseOption = None) -> None:
     """List registered agents."""
     stored = _run(config, database_url, lambda store: store.list())
@@ -113,9 +130,9 @@ def list_agents(config: ConfigOption = None, database_url: DatabaseOption = None
     console.print(table)
 
 
-@agents_app.command("show")
+@agents_app.command("show", cls=Command)
 def show(
-    agent_id: Annotated[str, typer.Argument(help="The agent's id.")],
+    agent_id: Annotated[str, typer.Argument(metavar="ID", help="The agent's id.")],
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
@@ -127,9 +144,9 @@ def show(
     print(json.dumps(stored.spec.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))
 
 
-@agents_app.command("delete")
+@agents_app.command("delete", cls=Command)
 def delete(
-    agent_id: Annotated[str, typer.Argument(help="The agent's id.")],
+    agent_id: Annotated[str, typer.Argument(metavar="ID", help="The agent's id.")],
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
 ) -> None:

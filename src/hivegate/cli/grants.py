@@ -10,13 +10,22 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, id_column, settings_from
+from hivegate.cli.options import (
+    FLAG,
+    Command,
+    ConfigOption,
+    DatabaseOption,
+    command_group,
+    err_console,
+    id_column,
+    settings_from,
+)
 from hivegate.storage.credentials import create_credential_store
 from hivegate.storage.oauth import GrantRecord, create_oauth_store
 
 __all__ = ["grants_app"]
 
-grants_app = typer.Typer(help="Manage OAuth grants (what a user allowed a client at consent).", no_args_is_help=True)
+grants_app = command_group("Manage OAuth grants (what a user allowed a client at consent).")
 console = Console()
 
 
@@ -24,10 +33,10 @@ class _CommandError(Exception):
     """A refusal found while the stores were open, reported after they are closed."""
 
 
-@grants_app.command("list")
+@grants_app.command("list", cls=Command)
 def list_grants(
-    user: Annotated[str | None, typer.Option("--user", help="Only this user's grants.")] = None,
-    all_grants: Annotated[bool, typer.Option("--all", help="Include revoked grants.")] = False,
+    user: Annotated[str | None, typer.Option("--user", metavar="USERNAME", help="Only this user's grants.")] = None,
+    all_grants: Annotated[bool, typer.Option("--all", metavar=FLAG, help="Include revoked grants.")] = False,
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
@@ -71,9 +80,9 @@ def list_grants(
     console.print(table)
 
 
-@grants_app.command("revoke")
+@grants_app.command("revoke", cls=Command)
 def revoke(
-    grant_id: Annotated[str, typer.Argument(help="The grant's id (from `hivegate grants list`).")],
+    grant_id: Annotated[str, typer.Argument(metavar="GRANT_ID", help="The grant's id (from `hivegate grants list`).")],
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
 ) -> None:

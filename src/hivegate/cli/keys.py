@@ -10,14 +10,22 @@ from rich.console import Console
 from rich.table import Table
 
 from hivegate.auth.api_keys import KeyKind, mint_key
-from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, id_column, settings_from
+from hivegate.cli.options import (
+    Command,
+    ConfigOption,
+    DatabaseOption,
+    command_group,
+    err_console,
+    id_column,
+    settings_from,
+)
 from hivegate.cli.users import run_with_credentials
 from hivegate.storage import create_agent_store
 from hivegate.storage.credentials import ApiKey, CredentialStore, KeyLimitError, User
 
 __all__ = ["keys_app"]
 
-keys_app = typer.Typer(help="Manage API keys (oag_ user keys, bak_ agent keys).", no_args_is_help=True)
+keys_app = command_group("Manage API keys (`oag_` user keys, `bak_` agent keys).")
 console = Console()
 
 
@@ -25,17 +33,19 @@ class _CommandError(Exception):
     """A refusal found inside the store action, reported after the store is closed."""
 
 
-@keys_app.command("create")
+@keys_app.command("create", cls=Command)
 def create(
-    user: Annotated[str, typer.Option("--user", help="The owner's username.")],
-    agent: Annotated[str | None, typer.Option("--agent", help="Bind a bak_ key to this agent id.")] = None,
-    name: Annotated[str, typer.Option("--name", help="A label for people.")] = "",
+    user: Annotated[str, typer.Option("--user", metavar="USERNAME", help="The owner's username.")],
+    agent: Annotated[
+        str | None, typer.Option("--agent", metavar="ID", help="Bind a `bak_` key to this agent id.")
+    ] = None,
+    name: Annotated[str, typer.Option("--name", metavar="TEXT", help="A label for people.")] = "",
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
     """Create a key: oag_ (all of the user's agents) or, with --agent, bak_ (that agent). Prints it once."""
     minted = mint_key(KeyKind.USER if agent is None else KeyKind.AGENT)
-    settings = settings_from(config, database={"url": database_url} if database_url else {})
+    settings = settings_from(config, announce=False, database={"url": database_url} if database_url else {})
 
     async def action(store: CredentialStore) -> ApiKey:
         owner = await _require_user(store, user)
@@ -58,9 +68,9 @@ def create(
     print(minted.plaintext)
 
 
-@keys_app.command("list")
+@keys_app.command("list", cls=Command)
 def list_keys(
-    user: Annotated[str | None, typer.Option("--user", help="Only this user's keys.")] = None,
+    user: Annotated[str | None, typer.Option("--user", metavar="USERNAME", help="Only this user's keys.")] = None,
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
@@ -91,9 +101,9 @@ def list_keys(
     console.print(table)
 
 
-@keys_app.command("revoke")
+@keys_app.command("revoke", cls=Command)
 def revoke(
-    key_id: Annotated[str, typer.Argument(help="The key's id (from `hivegate keys list`).")],
+    key_id: Annotated[str, typer.Argument(metavar="KEY_ID", help="The key's id (from `hivegate keys list`).")],
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
 ) -> None:

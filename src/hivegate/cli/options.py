@@ -8,31 +8,97 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Column
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
-from hivegate.settings import Settings, SettingsError, load_settings
+from hivegate.settings import Settings, SettingsError, load_settings, sqlite_file
 
-__all__ = ["ConfigOption", "DatabaseOption", "err_console", "id_column", "settings_from"]
+__all__ = [
+    "FLAG",
+    "MARKUP_MODE",
+    "Command",
+    "ConfigOption",
+    "DatabaseOption",
+    "Group",
+    "announce_database",
+    "command_group",
+    "err_console",
+    "id_column",
+    "settings_from",
+]
 
 err_console = Console(stderr=True)
 
+MARKUP_MODE = "markdown"
+"""Help text is Markdown: `code` renders as code and ``[[agents]]`` stays as written (Rich markup would eat it)."""
+
+
+def _bare_help_option(option: TyperOption | None) -> TyperOption | None:
+    if option is not None:
+        option.metavar = ""  # a flag takes no value: no "<bool>" in the help table
+    return option
+
+
+class Command(TyperCommand):
+    """A command whose ``--help`` is shown as the flag it is (typer labels it ``<bool>``)."""
+
+    def get_help_option(self, ctx: typer.Context) -> TyperOption | None:  # pyright: ignore[reportIncompatibleMethodOverride]  # typer's Context is the click one it re-exports
+        return _bare_help_option(super().get_help_option(ctx))
+
+
+class Group(TyperGroup):
+    """A command group whose ``--help`` is shown as the flag it is."""
+
+    def get_help_option(self, ctx: typer.Context) -> TyperOption | None:  # pyright: ignore[reportIncompatibleMethodOverride]  # as above
+        return _bare_help_option(super().get_help_option(ctx))
+
+
+def command_group(help_text: str) -> typer.Typer:
+    """A ``hivegate`` sub-command group: Markdown help, usage shown when called bare."""
+    return typer.Typer(help=help_text, no_args_is_help=True, cls=Group, rich_markup_mode=MARKUP_MODE)
+
+
+FLAG = ""
+"""``metavar`` of boolean flags: they take no value, so the help shows no type."""
+
 ConfigOption = Annotated[
     Path | None,
-    typer.Option("--config", "-c", help=r"TOML file with settings and \[\[agents]] (default: none).", exists=False),
+    typer.Option(
+        "--config", "-c", metavar="FILE", help="TOML file with settings and `[[agents]]` (default: none).", exists=False
+    ),
 ]
 DatabaseOption = Annotated[
     str | None,
-    typer.Option("--database-url", help=r"Database URL (overrides \[database].url / HIVEGATE_DATABASE__URL)."),
+    typer.Option(
+        "--database-url", metavar="URL", help="Database URL (overrides `[database].url` and `HIVEGATE_DATABASE__URL`)."
+    ),
 ]
 
 
-def settings_from(config: Path | None, **groups: dict[str, Any]) -> Settings:
-    """Load settings or exit with status 2 and a message naming the bad key."""
+def settings_from(config: Path | None, *, announce: bool = True, **groups: dict[str, Any]) -> Settings:
+    """Load settings or exit with status 2 and a message naming the bad key.
+
+    With ``announce`` (once per command), say on stderr which database the command uses
+    (:func:`announce_database`).
+    """
     overrides = {name: values for name, values in groups.items() if values}
     try:
-        return load_settings(config, **overrides)
+        settings = load_settings(config, **overrides)
     except SettingsError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
+    if announce:
+        announce_database(settings)
+    return settings
+
+
+def announce_database(settings: Settings) -> None:
+    """Print ``database: SQLite file /abs/path.db`` (or the masked URL) on stderr; a SQLite file that
+    does not exist yet is flagged, since the command is about to create a new, empty database."""
+    line = f"database: {settings.database.describe()}"
+    path = sqlite_file(settings.database.url)
+    if path is not None and not path.exists():
+        line += " (new: no database there yet)"
+    err_console.print(line, style="dim", highlight=False, soft_wrap=True, markup=False)
 
 
 def id_column(header: str = "id") -> Column:

@@ -11,7 +11,7 @@ import anyio
 import typer
 
 from hivegate.agents.loader import AgentsFileError, load_agents_file
-from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, settings_from
+from hivegate.cli.options import FLAG, ConfigOption, DatabaseOption, err_console, settings_from
 
 if TYPE_CHECKING:
     import uvicorn
@@ -21,10 +21,24 @@ __all__ = ["serve"]
 
 def serve(
     config: ConfigOption = None,
-    host: Annotated[str | None, typer.Option(help="Interface to bind (default 127.0.0.1).")] = None,
-    port: Annotated[int | None, typer.Option(help="Port to bind; 0 picks a free one (default 8094).")] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", metavar="HOST", help="Interface to bind (default `127.0.0.1`).")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", metavar="PORT", help="Port to bind; `0` picks a free one (default `8094`).")
+    ] = None,
     database_url: DatabaseOption = None,
-    dev: Annotated[bool, typer.Option("--dev", help="Development mode: allow the default secrets.")] = False,
+    dev: Annotated[
+        bool, typer.Option("--dev", metavar=FLAG, help="Development mode: allow the default secrets.")
+    ] = False,
+    reload: Annotated[
+        bool,
+        typer.Option(
+            "--reload",
+            metavar=FLAG,
+            help="Development: restart when a `.py` or `.toml` file changes in the config's or the agents' folders.",
+        ),
+    ] = False,
 ) -> None:
     """Serve every registered agent at /{agentId}/mcp (and the agents in --config, applied at start-up)."""
     server_overrides: dict[str, object] = {}
@@ -42,9 +56,10 @@ def serve(
             "32 bytes (`openssl rand -hex 32`), or pass --dev for local development."
         )
         raise typer.Exit(2)
+    agent_dirs: list[str] = []
     if settings.config_file is not None:
         try:
-            load_agents_file(settings.config_file)
+            agent_dirs = [spec.base_dir for spec in load_agents_file(settings.config_file) if spec.base_dir]
         except AgentsFileError as exc:
             err_console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from None
@@ -65,6 +80,13 @@ def serve(
         settings = settings.model_copy(
             update={"server": settings.server.model_copy(update={"port": sock.getsockname()[1]})}
         )
+    if reload:
+        from hivegate.cli.reload import reload_dirs, serve_reloading
+
+        watched = reload_dirs(settings, agent_dirs)
+        err_console.print(f"[yellow]--reload:[/yellow] restarting on changes in {', '.join(watched)}", highlight=False)
+        print(f"hivegate listening on {_shown(sock)}", flush=True)
+        raise typer.Exit(serve_reloading(settings, sock, watched))
     import uvicorn  # the server's imports load only for `serve`, not for the other commands
 
     from hivegate.app import create_app
@@ -84,6 +106,13 @@ def serve(
     status = anyio.run(_run, uvicorn.Server(uv_config), sock, backend_options={"use_uvloop": True})
     if status:
         raise typer.Exit(status)
+
+
+def _shown(sock: socket.socket) -> str:
+    """``http://HOST:PORT`` of a listening socket (an IPv6 address in brackets)."""
+    address = sock.getsockname()
+    host = f"[{address[0]}]" if ":" in address[0] else address[0]
+    return f"http://{host}:{address[1]}"
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -15,12 +15,21 @@ from rich.table import Table
 
 from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.passwords import hash_password
-from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, id_column, settings_from
+from hivegate.cli.options import (
+    FLAG,
+    Command,
+    ConfigOption,
+    DatabaseOption,
+    command_group,
+    err_console,
+    id_column,
+    settings_from,
+)
 from hivegate.storage.credentials import CredentialStore, UsernameTakenError, create_credential_store, validate_username
 
 __all__ = ["run_with_credentials", "users_app"]
 
-users_app = typer.Typer(help="Manage local user accounts.", no_args_is_help=True)
+users_app = command_group("Manage local user accounts.")
 console = Console()
 T = TypeVar("T")
 
@@ -53,10 +62,14 @@ def _read_password(from_stdin: bool) -> str:
     return password
 
 
-@users_app.command("create")
+@users_app.command("create", cls=Command)
 def create(
-    username: Annotated[str, typer.Argument(help="1-64 of A-Z a-z 0-9 _ . - (unique ignoring case).")],
-    password_stdin: Annotated[bool, typer.Option("--password-stdin", help="Read the password from stdin.")] = False,
+    username: Annotated[
+        str, typer.Argument(metavar="USERNAME", help="1-64 of `A-Z a-z 0-9 _ . -` (unique ignoring case).")
+    ],
+    password_stdin: Annotated[
+        bool, typer.Option("--password-stdin", metavar=FLAG, help="Read the password from stdin.")
+    ] = False,
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
@@ -76,7 +89,7 @@ def create(
     console.print(f"created user {user.username} ({user.id})")
 
 
-@users_app.command("list")
+@users_app.command("list", cls=Command)
 def list_users(config: ConfigOption = None, database_url: DatabaseOption = None) -> None:
     """List users."""
     users = run_with_credentials(config, database_url, lambda store: store.list_users())
@@ -87,9 +100,9 @@ def list_users(config: ConfigOption = None, database_url: DatabaseOption = None)
     console.print(table)
 
 
-@users_app.command("disable")
+@users_app.command("disable", cls=Command)
 def disable(
-    username: Annotated[str, typer.Argument(help="The user's username (any case).")],
+    username: Annotated[str, typer.Argument(metavar="USERNAME", help="The user's username (any case).")],
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
@@ -100,9 +113,9 @@ def disable(
     console.print(f"disabled {user.username}")
 
 
-@users_app.command("enable")
+@users_app.command("enable", cls=Command)
 def enable(
-    username: Annotated[str, typer.Argument(help="The user's username (any case).")],
+    username: Annotated[str, typer.Argument(metavar="USERNAME", help="The user's username (any case).")],
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
@@ -113,10 +126,12 @@ def enable(
     console.print(f"enabled {user.username}")
 
 
-@users_app.command("set-password")
+@users_app.command("set-password", cls=Command)
 def set_password(
-    username: Annotated[str, typer.Argument(help="The user's username (any case).")],
-    password_stdin: Annotated[bool, typer.Option("--password-stdin", help="Read the password from stdin.")] = False,
+    username: Annotated[str, typer.Argument(metavar="USERNAME", help="The user's username (any case).")],
+    password_stdin: Annotated[
+        bool, typer.Option("--password-stdin", metavar=FLAG, help="Read the password from stdin.")
+    ] = False,
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
@@ -131,9 +146,9 @@ def set_password(
     console.print(f"password set for {user.username}")
 
 
-@users_app.command("ensure-demo")
+@users_app.command("ensure-demo", cls=Command)
 def ensure_demo(
-    username: Annotated[str, typer.Option("--username", help="The demo user's username.")] = "demo",
+    username: Annotated[str, typer.Option("--username", metavar="USERNAME", help="The demo user's username.")] = "demo",
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
 ) -> None:

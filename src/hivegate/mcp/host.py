@@ -7,8 +7,10 @@ runtime is built only when a request first reaches it, and lookups are dict look
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator
+import time
+from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 import anyio
 import anyio.abc
@@ -27,12 +29,29 @@ __all__ = ["AgentHost"]
 
 logger = logging.getLogger(__name__)
 
+RETRY_FIRST_SECONDS = 1.0
+"""After a backend first fails to start, requests get 503 for this long; then the next request retries."""
+RETRY_MAX_SECONDS = 30.0
+"""Each further failure doubles the wait, up to this."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    """A spec whose backend failed to start, and when (monotonic seconds) the next request may retry it."""
+
+    spec: AgentSpec
+    retry_at: float
+    delay: float
+
 
 class AgentHost:
     """Runtimes by agent id. Use as ``async with host.running(): ...``."""
 
-    def __init__(self, registry: AgentRegistry, settings: Settings) -> None:
+    def __init__(
+        self, registry: AgentRegistry, settings: Settings, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._registry = registry
+        self._clock = clock
         self._settings = settings
         self._codec = CursorCodec(settings.security.cursor_key.get_secret_value().encode())
         self.budgets = McpBudgets(settings.mcp)
@@ -41,7 +60,7 @@ class AgentHost:
         """The process's kept SSE events: every agent endpoint's and ``/mcp``'s (one byte budget)."""
         self._runtimes: dict[str, AgentRuntime] = {}
         self._locks: dict[str, anyio.Lock] = {}
-        self._failed: dict[str, AgentSpec] = {}
+        self._failed: dict[str, _Failure] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self._changes: MemoryObjectSendStream[AgentChange] | None = None
 
@@ -82,8 +101,10 @@ class AgentHost:
     async def runtime(self, agent_id: str) -> AgentRuntime | None:
         """The runtime of a registered agent, built on first use; None for an unknown agent.
 
-        A backend that failed to start is not retried until the agent's spec changes (the
-        failure is logged once, with its traceback).
+        A backend that failed to start is retried by the first request after a back-off
+        (:data:`RETRY_FIRST_SECONDS`, doubling per failure up to :data:`RETRY_MAX_SECONDS`), or at
+        once when the agent's spec changes; each failure is logged with its traceback. Requests
+        within the back-off get the error without an import attempt.
 
         Raises:
             AgentUnavailableError: the agent's backend cannot be loaded or started.
@@ -94,7 +115,8 @@ class AgentHost:
         spec = self._registry.get(agent_id)
         if spec is None or self._task_group is None:
             return None
-        if self._failed.get(agent_id) == spec:
+        failure = self._failed.get(agent_id)
+        if failure is not None and failure.spec == spec and self._clock() < failure.retry_at:
             raise AgentUnavailableError("The agent is unavailable.")
         lock = self._locks.setdefault(agent_id, anyio.Lock())
         async with lock:
@@ -103,8 +125,12 @@ class AgentHost:
                 try:
                     runtime = await AgentRuntime.start(spec, self._settings, self._codec, self._task_group, self.events)
                 except Exception:  # the agent's own code failed to import or start; details stay in the log
-                    logger.exception("cannot start agent %s; not retrying until its spec changes", agent_id)
-                    self._failed[agent_id] = spec
+                    previous = self._failed.get(agent_id)
+                    delay = RETRY_FIRST_SECONDS
+                    if previous is not None and previous.spec == spec:
+                        delay = min(previous.delay * 2, RETRY_MAX_SECONDS)
+                    logger.exception("cannot start agent %s; the first request after %g s tries again", agent_id, delay)
+                    self._failed[agent_id] = _Failure(spec, self._clock() + delay, delay)
                     raise AgentUnavailableError("The agent is unavailable.") from None
                 self._failed.pop(agent_id, None)
                 self._runtimes[agent_id] = runtime

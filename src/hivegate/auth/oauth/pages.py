@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.templating import Jinja2Templates
 
-__all__ = ["PAGE_HEADERS", "AgentChoice", "ClientView", "CsrfTokens", "Pages"]
+__all__ = ["PAGE_HEADERS", "AgentChoice", "ClientView", "CsrfTokens", "Pages", "duration_text"]
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 
@@ -77,12 +77,28 @@ class ClientView:
 
 @dataclass(frozen=True, slots=True)
 class AgentChoice:
-    """One agent checkbox on the consent page."""
+    """One agent checkbox on the consent page, with what granting it covers (names, for people).
+
+    ``unlisted``: the agent's server may offer more than ``tools``/``resources``/``prompts`` name.
+    """
 
     id: str
     name: str
     description: str
     checked: bool
+    tools: tuple[str, ...] = ()
+    resources: tuple[str, ...] = ()
+    prompts: tuple[str, ...] = ()
+    unlisted: bool = False
+
+
+def duration_text(seconds: int) -> str:
+    """``seconds`` for people, in its largest whole unit: ``30 days``, ``12 hours``, ``90 minutes``."""
+    for unit, size in (("day", 86_400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    return f"{seconds} seconds"
 
 
 class CsrfTokens:
@@ -174,11 +190,15 @@ class Pages:
         agents: Sequence[AgentChoice],
         request_id: str,
         csrf: str,
+        grant_idle_seconds: int,
         error: str | None = None,
         status_code: int = 200,
     ) -> HTMLResponse:
-        """The consent form: an ``agent`` checkbox per agent, hidden ``request`` and ``csrf``, Allow and Deny."""
+        """The consent form: an ``agent`` checkbox per agent with what it covers, hidden ``request`` and
+        ``csrf``, Allow and Deny; and how long the grant lasts (it ends after ``grant_idle_seconds``
+        unused: the refresh-token lifetime) and how to revoke it."""
         context = {
+            "grant_idle": duration_text(grant_idle_seconds),
             "title": "Authorize",
             "client": client,
             "username": username,

@@ -94,6 +94,7 @@ from hivegate.auth.passwords import hash_password, verify_password
 from hivegate.auth.principal import USER_SCOPE
 from hivegate.auth.tokens import TokenCodec
 from hivegate.auth.urls import agent_resource, user_resource
+from hivegate.mcp.coverage import GrantCoverage, spec_coverage
 from hivegate.settings import Settings
 from hivegate.storage.credentials import CredentialStore, User
 from hivegate.storage.oauth import (
@@ -180,6 +181,8 @@ class AuthorizationServer:
         registry: the agents offered at consent.
         codec: mints the access tokens.
         client_metadata: resolves URL client ids (CIMD); None turns CIMD off.
+        coverage: what a grant of an agent covers, or None when the agent cannot start (not offered);
+            default: what its spec declares (:func:`~hivegate.mcp.coverage.spec_coverage`).
 
     Raises:
         ValueError: when ``base_url`` has a trailing slash, a query or a fragment, or differs from ``codec.issuer``.
@@ -195,6 +198,7 @@ class AuthorizationServer:
         registry: AgentRegistry,
         codec: TokenCodec,
         client_metadata: ClientMetadataResolver | None,
+        coverage: Callable[[AgentSpec], Awaitable[GrantCoverage | None]] | None = None,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
@@ -208,6 +212,7 @@ class AuthorizationServer:
         self._credentials = credentials
         self._store = store
         self._registry = registry
+        self._coverage = coverage
         base_path = parts.path
         self._secure_cookie = parts.scheme == "https"
         self._cookie_path = f"{base_path}/oauth"
@@ -476,8 +481,19 @@ class AuthorizationServer:
         return pending, user, view
 
     def _agents_of(self, user: User) -> list[AgentSpec]:
+        """The user's agents a grant can cover: MCP-enabled, and asking for credentials (``auth = "none"``
+        agents need no grant)."""
         name = user.username.casefold()
-        return [a for a in self._registry.all() if a.mcp_enabled and a.owner.casefold() == name]
+        return [a for a in self._registry.all() if a.mcp_enabled and a.auth != "none" and a.owner.casefold() == name]
+
+    async def _offered(self, user: User) -> list[tuple[AgentSpec, GrantCoverage]]:
+        """:meth:`_agents_of` with what each grant covers, leaving out agents that cannot start."""
+        offered: list[tuple[AgentSpec, GrantCoverage]] = []
+        for agent in self._agents_of(user):
+            covers = spec_coverage(agent) if self._coverage is None else await self._coverage(agent)
+            if covers is not None:
+                offered.append((agent, covers))
+        return offered
 
     def _preselected(self, pending: AuthorizationRequestRecord, agents: Sequence[AgentSpec]) -> set[str]:
         chosen = {scope.removeprefix("agent:") for scope in pending.scopes if scope.startswith("agent:")}
@@ -491,7 +507,7 @@ class AuthorizationServer:
                 chosen.add(target.agent_id)
         return chosen
 
-    def _consent_page(
+    async def _consent_page(
         self,
         request: Request,
         pending: AuthorizationRequestRecord,
@@ -502,14 +518,18 @@ class AuthorizationServer:
         error: str | None = None,
         status_code: int = 200,
     ) -> Response:
-        agents = self._agents_of(user)
-        selected = self._preselected(pending, agents) if checked is None else checked
+        offered = await self._offered(user)
+        selected = self._preselected(pending, [a for a, _ in offered]) if checked is None else checked
         browser = request.cookies.get(BROWSER_COOKIE, "")
         return self._pages.consent(
             request,
             client=view,
             username=user.username,
-            agents=[AgentChoice(a.id, a.name, a.description, a.id in selected) for a in agents],
+            agents=[
+                AgentChoice(a.id, a.name, a.description, a.id in selected, c.tools, c.resources, c.prompts, c.unlisted)
+                for a, c in offered
+            ],
+            grant_idle_seconds=self._settings.security.refresh_token_ttl_seconds,
             request_id=pending.id,
             csrf=self._csrf.issue("consent", pending.id, browser),
             error=error,
@@ -520,7 +540,7 @@ class AuthorizationServer:
         found = await self._signed_in(request, request.query_params.get("request", ""))
         if isinstance(found, Response):
             return found
-        return self._consent_page(request, *found)
+        return await self._consent_page(request, *found)
 
     async def _consent_submit(self, request: Request) -> Response:
         form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS)
@@ -539,10 +559,12 @@ class AuthorizationServer:
                 pending, {"error": "access_denied", "error_description": "the user denied access"}
             )
         if action != "allow":
-            return self._consent_page(request, pending, user, view, error="Choose Allow or Deny.", status_code=400)
+            return await self._consent_page(
+                request, pending, user, view, error="Choose Allow or Deny.", status_code=400
+            )
         chosen = list(dict.fromkeys(v for v in form.getlist("agent") if isinstance(v, str)))
         if not chosen:
-            return self._consent_page(
+            return await self._consent_page(
                 request,
                 pending,
                 user,
@@ -553,7 +575,7 @@ class AuthorizationServer:
             )
         mine = {a.id for a in self._agents_of(user)}
         if any(agent not in mine for agent in chosen):
-            return self._consent_page(
+            return await self._consent_page(
                 request,
                 pending,
                 user,
