@@ -42,6 +42,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hivegate.auth.principal import CredentialKind, Principal, current_principal
 from hivegate.errors import UnknownEventIdError
+from hivegate.mcp.budgets import principal_key
 from hivegate.mcp.event_journal import EventJournal, SessionEvents
 from hivegate.mcp.legacy_sessions import session_connection
 
@@ -67,18 +68,13 @@ _binding: ContextVar[_Binding | None] = ContextVar("hivegate_sse_binding", defau
 def principal_keys(principal: Principal, scope: Scope) -> tuple[str, str]:
     """``(owner, account)`` of ``principal``: who may resume a session's streams, and whose budget pays.
 
-    A user credential is ``user:{user_id}`` (any of the user's OAuth tokens and ``oag_`` keys, as the
-    SDK binds ``/mcp`` sessions); a ``bak_`` key is ``agent_key:{key id}``; an anonymous caller
-    is ``anonymous`` and pays from ``address:{client host}``.
+    The account is the principal's budget key (:func:`hivegate.mcp.budgets.principal_key`: a user,
+    a ``bak_`` key, or an anonymous caller's address), so "per principal" means the same for events
+    as for sessions and streams. The owner is the account, except that every anonymous caller is
+    ``anonymous`` (an ``auth = "none"`` session is bound by its id alone).
     """
-    if principal.kind is CredentialKind.NONE:
-        client = scope.get("client")
-        return "anonymous", f"address:{client[0] if client else 'unknown'}"
-    if principal.kind is CredentialKind.AGENT_KEY:
-        key = f"agent_key:{principal.credential_id}"
-    else:
-        key = f"user:{principal.user_id}"
-    return key, key
+    account = principal_key(principal, scope.get("client"))
+    return ("anonymous" if principal.kind is CredentialKind.NONE else account), account
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
