@@ -462,8 +462,15 @@ class AuthorizationServer:
     async def _signed_in(
         self, request: Request, request_id: str
     ) -> tuple[AuthorizationRequestRecord, User, ClientView] | Response:
-        """The pending request, its signed-in user and client, when this browser signed in for it; else a page."""
+        """The stored request, its signed-in user and client, when this browser signed in for it; else a page.
+
+        A sealed request (no one signed in yet) is sent to the sign-in page.
+        """
         pending = await self._pending(request_id)
+        if pending is None and self._sealed(request_id) is not None:
+            response = RedirectResponse(f"{self._login_path}?{urlencode({'request': request_id})}", status_code=303)
+            response.headers.update(PAGE_HEADERS)
+            return response
         if pending is None:
             return self._expired_page(request)
         browser = request.cookies.get(BROWSER_COOKIE)
