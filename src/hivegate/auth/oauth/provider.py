@@ -229,7 +229,7 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
         codec: TokenCodec,
         client_metadata: ClientMetadataResolver | None,
         login_path: str,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.clock = clock
         self._settings = settings
