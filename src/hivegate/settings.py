@@ -120,7 +120,8 @@ class SecuritySettings(_Group):
     registrations_per_hour: Annotated[int, Field(ge=1)] = 60
     """Dynamic client registrations accepted per client address per hour (429 beyond; per process)."""
     authorizations_per_minute: Annotated[int, Field(ge=1)] = 60
-    """``/oauth/authorize`` calls accepted per client address (IPv6: per /64) per minute (429 beyond; per process)."""
+    """``/oauth/authorize`` calls and successful sign-ins accepted per client address (IPv6: per /64) per minute
+    (429 beyond; per process). Nothing is stored before a sign-in; each sign-in stores one pending request."""
     client_metadata_documents: bool = True
     """Accept OAuth clients whose ``client_id`` is an https URL of a client ID metadata document (CIMD)."""
     client_metadata_allow_private_addresses: bool = False

@@ -217,3 +217,19 @@ async def test_a_retry_by_another_client_is_refused_without_revoking(oauth: OAut
     assert stolen.status_code == 400
     assert stolen.json()["error"] == "invalid_grant"
     assert [g.active for g in await oauth.store.list_grants()] == [True]
+
+
+async def test_sign_ins_are_counted_in_the_per_address_limit(oauth: OAuthServer, browser: Browser) -> None:
+    """Issue 7 item 4: each sign-in stores a request, so sign-ins count against the same per-address limit."""
+    client_id = (await browser.register())["client_id"]
+    sealed = await browser.start(client_id, pkce()[1])  # one admitted call
+    limit = oauth.settings.security.authorizations_per_minute
+    stored = {await browser.sign_in(sealed) for _ in range(limit - 1)}  # a sealed request may be signed in again
+    assert len(stored) == limit - 1
+
+    refused = await browser.login(sealed)
+
+    assert refused.status_code == 429
+    assert int(refused.headers["retry-after"]) > 0
+    assert "Too many sign-ins" in refused.text
+    assert await stored_rows(oauth.store) == limit - 1

@@ -18,8 +18,8 @@ Endpoints (paths relative to the gateway's public URL, which is also the issuer,
     gets an HTML error page (400), never a redirect (RFC 6749 §4.1.2.1, no open redirect); other
     errors redirect to the registered URI with ``error``, ``state`` and ``iss`` (RFC 9207 §2).
     Success: 302 to ``/oauth/login?request=<sealed request>``; nothing is stored
-    (:mod:`~hivegate.auth.oauth.pending`). At most ``security.authorizations_per_minute`` calls per
-    client address (IPv6: per /64), else a 429 page with ``Retry-After``.
+    (:mod:`~hivegate.auth.oauth.pending`). At most ``security.authorizations_per_minute`` calls and
+    successful sign-ins together per client address (IPv6: per /64), else a 429 page with ``Retry-After``.
 ``GET|POST /oauth/login``
     The sign-in form; throttled per username and per client address (429 + ``Retry-After``).
     Success: the request is stored, bound to the user and to a ``HttpOnly; SameSite=Lax`` browser
@@ -430,6 +430,9 @@ class AuthorizationServer:
         if user is None:
             return again("Invalid username or password.", 401)
         self.throttle.record_success(username, address, attempt)
+        wait = self.authorizations.admit(address)  # each sign-in stores a row: counted with /oauth/authorize calls
+        if wait is not None:
+            return again(f"Too many sign-ins. Try again in {wait} seconds.", 429, {"Retry-After": str(wait)})
         stored = replace(pending, id=secrets.token_urlsafe(32), user_id=user.id, browser_binding=secret_digest(browser))
         await self._store.save_request(stored)  # the first write of this authorization: a user has signed in
         response = RedirectResponse(f"{self._consent_path}?{urlencode({'request': stored.id})}", status_code=303)
