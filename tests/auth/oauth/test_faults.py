@@ -233,3 +233,18 @@ async def test_sign_ins_are_counted_in_the_per_address_limit(oauth: OAuthServer,
     assert int(refused.headers["retry-after"]) > 0
     assert "Too many sign-ins" in refused.text
     assert await stored_rows(oauth.store) == limit - 1
+
+
+async def test_a_request_too_large_to_carry_is_refused_at_authorize(browser: Browser) -> None:
+    """A request that would not fit the sign-in link is refused up front (RFC 6749 §4.1.2.1), not stranded."""
+    client_id = (await browser.register())["client_id"]
+    scopes = " ".join(f"agent:a{n:05d}" for n in range(1500))  # every one well-formed; 19,500 characters
+
+    response = await browser.authorize(**{**_authorize_params(client_id), "scope": scopes})
+
+    assert response.status_code == 302
+    location = response.headers["location"]
+    assert location.startswith(f"{CALLBACK}?")
+    params = dict(httpx.URL(location).params)
+    assert params["error"] == "invalid_request"
+    assert params["state"] == "s"

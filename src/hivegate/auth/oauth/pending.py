@@ -35,13 +35,14 @@ import jwt
 
 from hivegate.storage.oauth import AuthorizationRequestRecord
 
-__all__ = ["PendingRequests"]
+__all__ = ["MAX_SEALED_LENGTH", "PendingRequests"]
 
 _TYPE = "hivegate-authz-request+jwt"
 _LABEL = b"hivegate oauth pending authorization request v1"
 _REQUIRED = ["jti", "iat", "exp", "client_id", "redirect_uri", "rdx", "scope", "code_challenge"]
-_MAX_SEALED_LENGTH = 16 * 1024
-"""Longer strings are refused before any parsing."""
+MAX_SEALED_LENGTH = 16 * 1024
+"""Longest sealed request: ``/oauth/authorize`` refuses a request that would seal longer, and longer
+strings are refused before any parsing (a quarter of the HTTP server's default header budget)."""
 _COMPACT_JWS = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 
 
@@ -90,7 +91,7 @@ class PendingRequests:
 
         The record's ``id`` is the ``jti``; ``user_id`` and ``browser_binding`` are None.
         """
-        if len(sealed) > _MAX_SEALED_LENGTH or _COMPACT_JWS.fullmatch(sealed) is None:
+        if len(sealed) > MAX_SEALED_LENGTH or _COMPACT_JWS.fullmatch(sealed) is None:
             return None
         try:
             if jwt.get_unverified_header(sealed).get("typ") != _TYPE:

@@ -49,7 +49,7 @@ from pydantic import AnyUrl, ConfigDict, TypeAdapter
 
 from hivegate.agents.model import AGENT_ID_PATTERN
 from hivegate.auth.oauth.cimd import ClientMetadataError, ClientMetadataResolver, is_client_metadata_url
-from hivegate.auth.oauth.pending import PendingRequests
+from hivegate.auth.oauth.pending import MAX_SEALED_LENGTH, PendingRequests
 from hivegate.auth.oauth.redirects import check_redirect_uri
 from hivegate.auth.principal import agent_scope
 from hivegate.auth.tokens import InvalidAccessToken, TokenCodec
@@ -313,9 +313,10 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
         Nothing is stored: the request is kept in the database only once a user has signed in.
 
         Raises:
-            AuthorizeError: ``invalid_request`` for a code challenge that is not an S256 value or an
-                oversized ``state``; ``invalid_target`` for a ``resource`` that is not one of this
-                gateway's MCP endpoints (RFC 8707 §2).
+            AuthorizeError: ``invalid_request`` for a code challenge that is not an S256 value, an
+                oversized ``state``, or a request that seals longer than ``MAX_SEALED_LENGTH``;
+                ``invalid_target`` for a ``resource`` that is not one of this gateway's MCP endpoints
+                (RFC 8707 §2).
         """
         if _S256_CHALLENGE.fullmatch(params.code_challenge) is None:
             raise AuthorizeError("invalid_request", "code_challenge must be a BASE64URL SHA-256 value (S256)")
@@ -333,6 +334,8 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
             resource=params.resource,
             now=self.clock(),
         )
+        if len(sealed) > MAX_SEALED_LENGTH:
+            raise AuthorizeError("invalid_request", "the authorization request is too large")
         return f"{self._login_path}?{urlencode({'request': sealed})}"
 
     async def issue_code(self, request: AuthorizationRequestRecord, user_id: str, agents: Sequence[str]) -> str:
