@@ -225,6 +225,9 @@ class SecuritySettings(_Group):
     """HS256 key of the OAuth access tokens and of the login/consent forms' CSRF tokens."""
     access_token_ttl_seconds: Annotated[int, Field(ge=60, le=86_400)] = 3600
     refresh_token_ttl_seconds: Annotated[int, Field(ge=3600)] = 30 * 86_400
+    refresh_reuse_grace_seconds: Annotated[int, Field(ge=0, le=300)] = 60
+    """How long a rotated refresh token presented again still gets the successor already issued (a retry
+    after a lost response); later reuse revokes the grant. 0: every reuse revokes."""
     authorization_code_ttl_seconds: Annotated[int, Field(ge=10, le=600)] = 120
     authorization_request_ttl_seconds: Annotated[int, Field(ge=60, le=3600)] = 600
     """How long a user has to sign in and consent after ``/oauth/authorize``."""
@@ -233,6 +236,9 @@ class SecuritySettings(_Group):
     login_window_seconds: Annotated[int, Field(ge=1)] = 300
     registrations_per_hour: Annotated[int, Field(ge=1)] = 60
     """Dynamic client registrations accepted per client address per hour (429 beyond; per process)."""
+    authorizations_per_minute: Annotated[int, Field(ge=1)] = 60
+    """``/oauth/authorize`` calls and successful sign-ins accepted per client address (IPv6: per /64) per minute
+    (429 beyond; per process). Nothing is stored before a sign-in; each sign-in stores one pending request."""
     client_metadata_documents: bool = True
     """Accept OAuth clients whose ``client_id`` is an https URL of a client ID metadata document (CIMD)."""
     client_metadata_allow_private_addresses: bool = False

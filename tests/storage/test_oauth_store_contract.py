@@ -163,14 +163,15 @@ async def test_empty_store(oauth_store: OAuthStore) -> None:
     await oauth_store.ping()
     assert await oauth_store.get_client("client-1") is None
     assert await oauth_store.get_request("req_1", T0) is None
-    assert await oauth_store.bind_request("req_1", "usr_alice", digest()) is False
     assert await oauth_store.take_request("req_1") is None
-    assert await oauth_store.take_code(digest()) is None
+    assert await oauth_store.get_code(digest()) is None
+    assert await oauth_store.redeem_code(digest(), grant_record("grt_1"), None, T0) is False
     assert await oauth_store.get_grant("grt_1") is None
     assert await oauth_store.list_grants() == []
     assert await oauth_store.revoke_grant("grt_1", T0) is None
     assert await oauth_store.get_refresh_token(digest()) is None
-    assert await oauth_store.rotate_refresh_token(digest(), T0) is False
+    assert await oauth_store.rotate_refresh_token(digest(), token_record(digest()), T0) is False
+    assert await oauth_store.get_grant("grt_1") is None  # a failed redemption stored no grant
     assert await oauth_store.purge_expired(T0 + timedelta(days=365)) == 0
 
 
@@ -249,22 +250,20 @@ async def test_request_with_nulls_and_no_scopes(oauth_store: OAuthStore) -> None
     assert found.expires_at.utcoffset() == timedelta(0)
 
 
-async def test_bind_then_take_request_once(oauth_store: OAuthStore) -> None:
-    saved = request_record()
-    await oauth_store.save_request(saved)
+async def test_signed_in_request_round_trip_then_taken_once(oauth_store: OAuthStore) -> None:
     binding = digest()
+    saved = replace(request_record(), user_id="usr_alice", browser_binding=binding)
+    await oauth_store.save_request(saved)
 
-    assert await oauth_store.bind_request("req_1", "usr_alice", binding) is True
-    bound = await oauth_store.get_request("req_1", T0)
-    assert bound is not None
-    assert (bound.user_id, bound.browser_binding) == ("usr_alice", binding)
-    assert bound.scopes == saved.scopes
+    found = await oauth_store.get_request("req_1", T0)
+    assert found == saved
+    assert found is not None
+    assert (found.user_id, found.browser_binding) == ("usr_alice", binding)
 
     taken = await oauth_store.take_request("req_1")
-    assert taken == bound
+    assert taken == saved
     assert await oauth_store.take_request("req_1") is None
     assert await oauth_store.get_request("req_1", T0) is None
-    assert await oauth_store.bind_request("req_1", "usr_bob", digest()) is False
 
 
 async def test_take_request_returns_an_expired_request(oauth_store: OAuthStore) -> None:
@@ -298,29 +297,83 @@ async def test_concurrent_take_request_gives_it_once(oauth_store: OAuthStore) ->
 # --- authorization codes ----------------------------------------------------------------------
 
 
-async def test_take_code_once(oauth_store: OAuthStore) -> None:
+async def test_code_round_trip_and_redeem_once(oauth_store: OAuthStore) -> None:
+    """Issue 7 item 8: a code is redeemed once, for its grant and first refresh token, in one transaction."""
     code_hash = digest()
     saved = code_record(code_hash)
     other = code_record(digest())
     await oauth_store.save_code(saved)
     await oauth_store.save_code(other)
+    found = await oauth_store.get_code(code_hash)
+    assert found == saved
+    assert found is not None
+    assert (found.scopes, found.agents, found.redirect_uri_provided_explicitly) == (("agent:notes",), ("notes",), False)
+    assert (found.redeemed_at, found.grant_id) == (None, None)
+    first_token = digest()
+    at = T0 + timedelta(seconds=5)
 
-    taken = await oauth_store.take_code(code_hash)
-    assert taken == saved
-    assert taken is not None
-    assert (taken.scopes, taken.agents, taken.redirect_uri_provided_explicitly) == (("agent:notes",), ("notes",), False)
-    assert await oauth_store.take_code(code_hash) is None
-    assert await oauth_store.take_code(other.code_hash) == other  # the other code was not touched
+    assert await oauth_store.redeem_code(code_hash, grant_record("grt_1"), token_record(first_token), at) is True
+
+    redeemed = await oauth_store.get_code(code_hash)
+    assert redeemed == replace(saved, redeemed_at=at, grant_id="grt_1")  # kept until it expires
+    assert await oauth_store.get_grant("grt_1") == grant_record("grt_1")
+    assert await oauth_store.get_refresh_token(first_token) == token_record(first_token)
+    assert await oauth_store.get_code(other.code_hash) == other  # the other code was not touched
 
 
-async def test_take_code_returns_an_expired_code(oauth_store: OAuthStore) -> None:
+async def test_redeeming_a_redeemed_code_revokes_the_grant_it_produced(oauth_store: OAuthStore) -> None:
+    """Issue 7 item 8, RFC 6749 §4.1.2: a second redemption fails, stores nothing, and revokes the first's grant."""
+    code_hash = digest()
+    await oauth_store.save_code(code_record(code_hash))
+    first_token, second_token = digest(), digest()
+    assert await oauth_store.redeem_code(code_hash, grant_record("grt_1"), token_record(first_token), T0) is True
+    replay_at = T0 + timedelta(seconds=3)
+
+    again = await oauth_store.redeem_code(
+        code_hash, grant_record("grt_2"), token_record(second_token, "grt_2"), replay_at
+    )
+
+    assert again is False
+    revoked = await oauth_store.get_grant("grt_1")
+    assert revoked is not None
+    assert revoked.revoked_at == replay_at
+    spent = await oauth_store.get_refresh_token(first_token)
+    assert spent is not None
+    assert spent.rotated_at == replay_at
+    assert await oauth_store.get_grant("grt_2") is None
+    assert await oauth_store.get_refresh_token(second_token) is None
+    code = await oauth_store.get_code(code_hash)
+    assert code is not None
+    assert code.grant_id == "grt_1"
+
+
+async def test_redeem_without_refresh_token_and_an_expired_code(oauth_store: OAuthStore) -> None:
     saved = code_record(digest(), expires_at=(T0 - timedelta(days=1)).astimezone(PLUS_TWO))
     await oauth_store.save_code(saved)
+    found = await oauth_store.get_code(saved.code_hash)
+    assert found == saved
+    assert found is not None
+    assert found.expires_at.utcoffset() == timedelta(0)
 
-    taken = await oauth_store.take_code(saved.code_hash)
-    assert taken == saved  # the caller checks expires_at
-    assert taken is not None
-    assert taken.expires_at.utcoffset() == timedelta(0)
+    assert (
+        await oauth_store.redeem_code(saved.code_hash, grant_record("grt_1"), None, T0) is True
+    )  # caller checks expiry
+    assert await oauth_store.get_grant("grt_1") == grant_record("grt_1")
+
+
+async def test_failed_redemption_writes_nothing(oauth_store: OAuthStore) -> None:
+    """A redemption whose grant id exists already is rolled back whole: the code stays unredeemed."""
+    saved = code_record(digest())
+    await oauth_store.save_code(saved)
+    await oauth_store.create_grant(grant_record("grt_1", user_id="usr_bob"))
+    token_hash = digest()
+
+    with pytest.raises(ValueError, match="exists already"):
+        await oauth_store.redeem_code(saved.code_hash, grant_record("grt_1"), token_record(token_hash), T0)
+
+    assert await oauth_store.get_code(saved.code_hash) == saved
+    assert await oauth_store.get_refresh_token(token_hash) is None
+    assert await oauth_store.redeem_code(saved.code_hash, grant_record("grt_2"), None, T0) is True
 
 
 async def test_duplicate_code_refused(oauth_store: OAuthStore) -> None:
@@ -329,27 +382,25 @@ async def test_duplicate_code_refused(oauth_store: OAuthStore) -> None:
 
     with pytest.raises(ValueError, match="already exists"):
         await oauth_store.save_code(code_record(saved.code_hash, expires_at=T0 + timedelta(days=1)))
-    assert await oauth_store.take_code(saved.code_hash) == saved
+    assert await oauth_store.get_code(saved.code_hash) == saved
 
 
-async def test_concurrent_take_code_gives_it_once(oauth_store: OAuthStore) -> None:
+@pytest.mark.parametrize("racers", [2, 20])
+async def test_concurrent_redemptions_one_wins_and_its_grant_is_revoked(oauth_store: OAuthStore, racers: int) -> None:
+    """Issue 7 item 8: of simultaneous redemptions of one code exactly one succeeds, and the grant is revoked."""
     saved = code_record(digest())
     await oauth_store.save_code(saved)
+    ids = iter(f"grt_{n}" for n in range(racers))
 
-    results = await race(lambda: oauth_store.take_code(saved.code_hash))
+    results = await race(lambda: oauth_store.redeem_code(saved.code_hash, grant_record(next(ids)), None, T0), n=racers)
 
-    assert [r for r in results if r is not None] == [saved]
-    assert results.count(None) == RACERS - 1
-
-
-async def test_two_concurrent_take_code_calls(oauth_store: OAuthStore) -> None:
-    saved = code_record(digest())
-    await oauth_store.save_code(saved)
-
-    first, second = await race(lambda: oauth_store.take_code(saved.code_hash), n=2)
-
-    assert {first is None, second is None} == {True, False}
-    assert (first or second) == saved
+    assert sorted(results) == [False] * (racers - 1) + [True]
+    code = await oauth_store.get_code(saved.code_hash)
+    assert code is not None
+    assert code.grant_id is not None
+    grants = await oauth_store.list_grants()
+    assert [g.id for g in grants] == [code.grant_id]  # the losers stored nothing
+    assert not grants[0].active  # revoked by the losers
 
 
 # --- grants -----------------------------------------------------------------------------------
@@ -404,7 +455,8 @@ async def test_revoke_grant_keeps_first_time_and_spends_its_tokens(oauth_store: 
     await oauth_store.save_refresh_token(token_record(rotated, "grt_1"))
     await oauth_store.save_refresh_token(token_record(elsewhere, "grt_2"))
     rotated_at = T0 + timedelta(minutes=1)
-    assert await oauth_store.rotate_refresh_token(rotated, rotated_at) is True
+    successor = digest()
+    assert await oauth_store.rotate_refresh_token(rotated, token_record(successor, "grt_1"), rotated_at) is True
     revoked_at = datetime(2026, 11, 30, 15, 0, tzinfo=PLUS_TWO)  # 13:00 UTC
 
     revoked = await oauth_store.revoke_grant("grt_1", revoked_at)
@@ -422,7 +474,12 @@ async def test_revoke_grant_keeps_first_time_and_spends_its_tokens(oauth_store: 
     spent = await oauth_store.get_refresh_token(live)
     assert spent is not None
     assert spent.rotated_at == revoked_at
-    assert await oauth_store.rotate_refresh_token(live, revoked_at + timedelta(hours=2)) is False
+    spent_successor = await oauth_store.get_refresh_token(successor)
+    assert spent_successor is not None
+    assert spent_successor.rotated_at == revoked_at
+    assert (
+        await oauth_store.rotate_refresh_token(live, token_record(digest()), revoked_at + timedelta(hours=2)) is False
+    )
     earlier = await oauth_store.get_refresh_token(rotated)
     assert earlier is not None
     assert earlier.rotated_at == rotated_at  # an already-rotated token keeps its time
@@ -432,7 +489,7 @@ async def test_revoke_grant_keeps_first_time_and_spends_its_tokens(oauth_store: 
     other_grant = await oauth_store.get_grant("grt_2")
     assert other_grant is not None
     assert other_grant.active
-    assert await oauth_store.rotate_refresh_token(elsewhere, revoked_at) is True
+    assert await oauth_store.rotate_refresh_token(elsewhere, token_record(digest(), "grt_2"), revoked_at) is True
 
 
 # --- refresh tokens ---------------------------------------------------------------------------
@@ -445,7 +502,10 @@ async def test_refresh_token_round_trip_and_rotation(oauth_store: OAuthStore) ->
     assert await oauth_store.get_refresh_token(token_hash) == saved
 
     at = datetime(2026, 12, 1, 1, 2, 3, 456789, tzinfo=PLUS_TWO)
-    assert await oauth_store.rotate_refresh_token(token_hash, at) is True
+    successor_hash = digest()
+    successor = replace(token_record(successor_hash), created_at=at)
+    assert await oauth_store.rotate_refresh_token(token_hash, successor, at) is True
+    assert await oauth_store.get_refresh_token(successor_hash) == successor  # stored in the same transaction
     rotated = await oauth_store.get_refresh_token(token_hash)
     assert rotated is not None
     assert rotated.rotated_at == at
@@ -453,7 +513,9 @@ async def test_refresh_token_round_trip_and_rotation(oauth_store: OAuthStore) ->
     assert rotated.rotated_at.utcoffset() == timedelta(0)
     assert (rotated.grant_id, rotated.scopes, rotated.expires_at) == ("grt_1", ("agent:notes",), saved.expires_at)
 
-    assert await oauth_store.rotate_refresh_token(token_hash, at + timedelta(seconds=1)) is False  # reuse
+    later = token_record(digest())
+    assert await oauth_store.rotate_refresh_token(token_hash, later, at + timedelta(seconds=1)) is False  # reuse
+    assert await oauth_store.get_refresh_token(later.token_hash) is None  # nothing stored
     after_reuse = await oauth_store.get_refresh_token(token_hash)
     assert after_reuse is not None
     assert after_reuse.rotated_at == at
@@ -469,13 +531,33 @@ async def test_duplicate_refresh_token_refused(oauth_store: OAuthStore) -> None:
     assert await oauth_store.get_refresh_token(saved.token_hash) == saved
 
 
+async def test_rotation_with_an_existing_successor_writes_nothing(oauth_store: OAuthStore) -> None:
+    """Issue 7 item 7: rotation is one transaction; when storing the successor fails, the token stays unrotated."""
+    token_hash, taken = digest(), digest()
+    await oauth_store.save_refresh_token(token_record(token_hash))
+    await oauth_store.save_refresh_token(token_record(taken))
+
+    with pytest.raises(ValueError, match="already exists"):
+        await oauth_store.rotate_refresh_token(token_hash, token_record(taken, "grt_other"), T0)
+
+    assert await oauth_store.get_refresh_token(token_hash) == token_record(token_hash)
+    assert await oauth_store.get_refresh_token(taken) == token_record(taken)
+    assert await oauth_store.rotate_refresh_token(token_hash, token_record(digest()), T0) is True
+
+
 async def test_concurrent_rotation_succeeds_once(oauth_store: OAuthStore) -> None:
     token_hash = digest()
     await oauth_store.save_refresh_token(token_record(token_hash))
+    successors = [digest() for _ in range(RACERS)]
+    offered = iter(successors)
 
-    results = await race(lambda: oauth_store.rotate_refresh_token(token_hash, T0 + timedelta(minutes=1)))
+    results = await race(
+        lambda: oauth_store.rotate_refresh_token(token_hash, token_record(next(offered)), T0 + timedelta(minutes=1))
+    )
 
     assert sorted(results) == [False] * (RACERS - 1) + [True]
+    stored = [h for h in successors if await oauth_store.get_refresh_token(h) is not None]
+    assert len(stored) == 1  # only the winner's successor
     rotated = await oauth_store.get_refresh_token(token_hash)
     assert rotated is not None
     assert rotated.rotated_at == T0 + timedelta(minutes=1)
@@ -506,8 +588,8 @@ async def test_purge_expired_removes_expired_requests_codes_and_tokens_only(oaut
     assert await oauth_store.take_request("req_old") is None
     assert await oauth_store.take_request("req_edge") is None
     assert await oauth_store.take_request("req_fresh") == request_record("req_fresh", expires_at=fresh)
-    assert await oauth_store.take_code(old_code.code_hash) is None
-    assert await oauth_store.take_code(fresh_code.code_hash) == fresh_code
+    assert await oauth_store.get_code(old_code.code_hash) is None
+    assert await oauth_store.get_code(fresh_code.code_hash) == fresh_code
     assert await oauth_store.get_refresh_token(old_token) is None
     assert await oauth_store.get_refresh_token(fresh_token) == token_record(fresh_token, expires_at=fresh)
     assert await oauth_store.get_grant("grt_ancient") == ancient
@@ -529,7 +611,10 @@ async def test_naive_datetimes_refused(oauth_store: OAuthStore) -> None:
         lambda: oauth_store.create_grant(grant_record("grt_2", created_at=naive)),
         lambda: oauth_store.revoke_grant("grt_1", naive),
         lambda: oauth_store.save_refresh_token(token_record(digest(), expires_at=naive)),
-        lambda: oauth_store.rotate_refresh_token(token_hash, naive),
+        lambda: oauth_store.rotate_refresh_token(token_hash, token_record(digest()), naive),
+        lambda: oauth_store.rotate_refresh_token(token_hash, token_record(digest(), expires_at=naive), T0),
+        lambda: oauth_store.redeem_code(digest(), grant_record("grt_3"), None, naive),
+        lambda: oauth_store.redeem_code(digest(), grant_record("grt_3", created_at=naive), None, T0),
         lambda: oauth_store.purge_expired(naive),
     ]
     for call in calls:
@@ -567,7 +652,7 @@ async def test_sql_store_persists_across_instances(clean_oauth_url: str) -> None
     try:
         assert await second.get_client("client-1") == OAuthClientRecord("client-1", {"client_name": "C"}, T0)
         assert await second.get_request("req_1", T0) == request_record()
-        assert await second.take_code(code.code_hash) == code
+        assert await second.get_code(code.code_hash) == code
         assert await second.get_grant("grt_1") == grant_record("grt_1")
         assert await second.get_refresh_token(token_hash) == token_record(token_hash)
     finally:
@@ -585,9 +670,13 @@ async def test_single_use_holds_across_store_instances(clean_oauth_url: str) -> 
         await stores[0].save_refresh_token(token_record(token_hash))
         replicas = itertools.cycle(stores)
 
-        taken = await race(lambda: next(replicas).take_code(code.code_hash))
-        assert [r for r in taken if r is not None] == [code]
-        rotated = await race(lambda: next(replicas).rotate_refresh_token(token_hash, T0))
+        ids = iter(f"grt_{n}" for n in range(RACERS))
+        redeemed = await race(lambda: next(replicas).redeem_code(code.code_hash, grant_record(next(ids)), None, T0))
+        assert redeemed.count(True) == 1
+        grants = await stores[0].list_grants()
+        assert len(grants) == 1
+        assert not grants[0].active  # revoked by the losers, whichever replica they ran on
+        rotated = await race(lambda: next(replicas).rotate_refresh_token(token_hash, token_record(digest()), T0))
         assert rotated.count(True) == 1
         assert rotated.count(False) == RACERS - 1
     finally:
@@ -609,6 +698,8 @@ def test_downgrade_drops_the_oauth_tables(tmp_path: Path) -> None:
 
     command.upgrade(config, "head")
     assert oauth <= _sqlite_tables(path)
+    command.downgrade(config, "0004")
+    assert oauth <= _sqlite_tables(path)  # 0005 only adds columns
     command.downgrade(config, "0002")
     assert _sqlite_tables(path).isdisjoint(oauth)
     assert {"users", "api_keys", "agents"} <= _sqlite_tables(path)

@@ -7,8 +7,12 @@ Implementations live beside this module: ``oauth_memory.py`` (``MemoryOAuthStore
 
 Secrets are never stored in plaintext: authorization codes and refresh tokens are kept by
 their SHA-256 hex digest (:func:`hivegate.auth.api_keys.key_digest` works for any string).
-Everything that must be single-use across replicas (codes, refresh-token rotation) is a
-single atomic statement in the SQL store.
+Everything that must be single-use across replicas is one transaction in the SQL store, decided
+by one conditional statement: redeeming a code creates its grant (and first refresh token) in the
+same transaction, rotating a refresh token stores its successor in the same transaction. A crash
+at any point leaves either the old state or the new one, never a spent code or token without what
+it was exchanged for. Pending authorization requests are stored only once a user has signed in
+(before that they travel signed, :mod:`hivegate.auth.oauth.pending`).
 """
 
 from __future__ import annotations
@@ -45,13 +49,14 @@ class OAuthClientRecord:
 
 @dataclass(frozen=True, slots=True)
 class AuthorizationRequestRecord:
-    """An ``/oauth/authorize`` request waiting for the user to sign in and consent.
+    """An ``/oauth/authorize`` request waiting for the user to consent (stored once they signed in).
 
     Attributes:
-        id: random, URL-safe (≥ 128 bits); carried by the login and consent pages.
-        user_id: set once the user has signed in; None before.
+        id: random, URL-safe (≥ 128 bits); carried by the consent page.
+        user_id: the user who signed in (None only for requests not yet signed in for, which
+            hivegate does not store).
         browser_binding: SHA-256 hex of the random cookie set on the browser that signed in
-            (the consent page must come from the same browser); None before sign-in.
+            (the consent page must come from the same browser).
         scopes: the scopes the client asked for (may be empty).
         resource: the RFC 8707 resource the client asked for, if any.
         expires_at: aware UTC.
@@ -75,7 +80,9 @@ class AuthorizationRequestRecord:
 class AuthorizationCodeRecord:
     """An issued authorization code (single use), by its SHA-256 hex ``code_hash``.
 
-    ``agents`` are the agents the user granted; ``scopes`` are ``agent:{id}`` for each.
+    ``agents`` are the agents the user granted; ``scopes`` are ``agent:{id}`` for each. Once
+    redeemed, ``redeemed_at`` and ``grant_id`` (the grant it produced) are set, together; the row
+    stays until it expires so that a replay can revoke that grant (RFC 6749 §4.1.2).
     """
 
     code_hash: str
@@ -88,6 +95,8 @@ class AuthorizationCodeRecord:
     agents: tuple[str, ...]
     resource: str | None
     expires_at: datetime
+    redeemed_at: datetime | None = None
+    grant_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +126,10 @@ class GrantRecord:
 
 @dataclass(frozen=True, slots=True)
 class RefreshTokenRecord:
-    """A refresh token by its SHA-256 hex ``token_hash``; ``rotated_at`` is set when it was exchanged."""
+    """A refresh token by its SHA-256 hex ``token_hash``.
+
+    ``rotated_at`` is set when it was exchanged for its successor, or when its grant was revoked.
+    """
 
     token_hash: str
     grant_id: str
@@ -152,10 +164,6 @@ class OAuthStore(Protocol):
         """The pending request, or None when unknown or expired at ``now``."""
         ...
 
-    async def bind_request(self, request_id: str, user_id: str, browser_binding: str) -> bool:
-        """Record who signed in for this request and from which browser; False for an unknown request."""
-        ...
-
     async def take_request(self, request_id: str) -> AuthorizationRequestRecord | None:
         """Remove the request and return it (once: a second call returns None)."""
         ...
@@ -164,8 +172,26 @@ class OAuthStore(Protocol):
         """Store an issued code."""
         ...
 
-    async def take_code(self, code_hash: str) -> AuthorizationCodeRecord | None:
-        """Remove the code and return it, atomically: of two concurrent calls one gets it, one None."""
+    async def get_code(self, code_hash: str) -> AuthorizationCodeRecord | None:
+        """The code with this digest, redeemed or not (until purged), or None."""
+        ...
+
+    async def redeem_code(
+        self, code_hash: str, grant: GrantRecord, refresh_token: RefreshTokenRecord | None, at: datetime
+    ) -> bool:
+        """Redeem the code for ``grant`` (and its first ``refresh_token``), in one transaction.
+
+        Of any number of concurrent calls for one code exactly one returns True: it marks the code
+        redeemed at ``at`` by ``grant.id`` and stores the grant and the token. Every other call
+        (the code was redeemed already, or is unknown) returns False and stores nothing; when the
+        code had been redeemed, the grant it produced is revoked at ``at`` with its refresh
+        tokens, as :meth:`revoke_grant` does. Spec: RFC 6749 §4.1.2 ("If an authorization code is
+        used more than once, the authorization server MUST deny the request and SHOULD revoke
+        (when possible) all tokens previously issued based on that authorization code").
+
+        Raises:
+            ValueError: a naive ``at``, or a grant id or token digest that exists already.
+        """
         ...
 
     async def create_grant(self, grant: GrantRecord) -> None:
@@ -193,13 +219,21 @@ class OAuthStore(Protocol):
         """The refresh token with this digest, rotated or not, or None."""
         ...
 
-    async def rotate_refresh_token(self, token_hash: str, at: datetime) -> bool:
-        """Mark the token exchanged at ``at``, atomically: True for exactly one caller, False when it
-        was rotated already (reuse: the caller revokes the grant) or is unknown."""
+    async def rotate_refresh_token(self, token_hash: str, successor: RefreshTokenRecord, at: datetime) -> bool:
+        """Exchange the token for ``successor``, in one transaction: mark it rotated at ``at`` and store
+        ``successor``.
+
+        True for exactly one of any number of concurrent callers; False (nothing written) when the
+        token was rotated already (a retry or a reuse: the caller decides) or is unknown.
+        Spec: OAuth 2.1 §4.3.1 (refresh token rotation), RFC 9700 §4.14.2.
+
+        Raises:
+            ValueError: a naive datetime, or a successor digest that exists already.
+        """
         ...
 
     async def purge_expired(self, now: datetime) -> int:
-        """Delete expired requests, codes and refresh tokens; the number of rows removed."""
+        """Delete expired requests, codes (redeemed or not) and refresh tokens; the number of rows removed."""
         ...
 
     async def ping(self) -> None:

@@ -23,10 +23,10 @@ __all__ = ["MemoryOAuthStore"]
 class MemoryOAuthStore(OAuthStore):
     """An :class:`OAuthStore` held in dicts; nothing survives the process.
 
-    No method awaits, so each call (``take_code``, ``rotate_refresh_token``, ...) is atomic on
-    its event loop. Code and refresh-token lookups compare every stored digest in constant
-    time. Datetimes are kept in UTC, tuples as tuples, and client metadata as a private deep
-    copy, so records read back as the SQL store returns them. Not thread-safe.
+    No method awaits, so each call (``redeem_code``, ``rotate_refresh_token``, ...) is atomic on
+    its event loop, and a failed one changes nothing. Code and refresh-token lookups compare
+    every stored digest in constant time. Datetimes are kept in UTC, tuples as tuples, and
+    client metadata as a private deep copy, so records read back as the SQL store returns them. Not thread-safe.
     """
 
     def __init__(self) -> None:
@@ -68,31 +68,48 @@ class MemoryOAuthStore(OAuthStore):
         request = self._requests.get(request_id)
         return request if request is not None and request.expires_at > now else None
 
-    async def bind_request(self, request_id: str, user_id: str, browser_binding: str) -> bool:
-        """See :meth:`OAuthStore.bind_request`."""
-        request = self._requests.get(request_id)
-        if request is None:
-            return False
-        self._requests[request_id] = replace(request, user_id=user_id, browser_binding=browser_binding)
-        return True
-
     async def take_request(self, request_id: str) -> AuthorizationRequestRecord | None:
         """See :meth:`OAuthStore.take_request`; returns the request even when expired (the caller checks)."""
         return self._requests.pop(request_id, None)
 
     async def save_code(self, code: AuthorizationCodeRecord) -> None:
         """See :meth:`OAuthStore.save_code`; a duplicate digest raises ``ValueError``."""
-        _require_aware(code.expires_at)
+        _require_aware(code.expires_at, code.redeemed_at)
         if code.code_hash in self._codes:
             raise ValueError("a code with this digest already exists")
         self._codes[code.code_hash] = replace(
-            code, scopes=tuple(code.scopes), agents=tuple(code.agents), expires_at=_utc(code.expires_at)
+            code,
+            scopes=tuple(code.scopes),
+            agents=tuple(code.agents),
+            expires_at=_utc(code.expires_at),
+            redeemed_at=_utc(code.redeemed_at) if code.redeemed_at is not None else None,
         )
 
-    async def take_code(self, code_hash: str) -> AuthorizationCodeRecord | None:
-        """See :meth:`OAuthStore.take_code`; returns the code even when expired (the caller checks)."""
+    async def get_code(self, code_hash: str) -> AuthorizationCodeRecord | None:
+        """See :meth:`OAuthStore.get_code`; compares every digest in constant time."""
         found = find_digest(code_hash, self._codes)
-        return self._codes.pop(found) if found is not None else None
+        return self._codes[found] if found is not None else None
+
+    async def redeem_code(
+        self, code_hash: str, grant: GrantRecord, refresh_token: RefreshTokenRecord | None, at: datetime
+    ) -> bool:
+        """See :meth:`OAuthStore.redeem_code`; everything is checked before anything is written."""
+        _require_aware(at, grant.created_at, grant.revoked_at)
+        if refresh_token is not None:
+            _require_aware(refresh_token.created_at, refresh_token.expires_at, refresh_token.rotated_at)
+        found = find_digest(code_hash, self._codes)
+        code = self._codes[found] if found is not None else None
+        if code is None or code.redeemed_at is not None:
+            if code is not None and code.grant_id is not None:
+                self._revoke(code.grant_id, at)
+            return False
+        if grant.id in self._grants or (refresh_token is not None and refresh_token.token_hash in self._tokens):
+            raise ValueError("the grant or refresh token exists already")
+        self._codes[code.code_hash] = replace(code, redeemed_at=_utc(at), grant_id=grant.id)
+        await self.create_grant(grant)  # checked above: cannot fail, and awaits nothing
+        if refresh_token is not None:
+            await self.save_refresh_token(refresh_token)
+        return True
 
     async def create_grant(self, grant: GrantRecord) -> None:
         """See :meth:`OAuthStore.create_grant`; a duplicate id raises ``ValueError``."""
@@ -119,6 +136,9 @@ class MemoryOAuthStore(OAuthStore):
     async def revoke_grant(self, grant_id: str, at: datetime) -> GrantRecord | None:
         """See :meth:`OAuthStore.revoke_grant`; the grant's refresh tokens get ``rotated_at`` (if unset)."""
         _require_aware(at)
+        return self._revoke(grant_id, at)
+
+    def _revoke(self, grant_id: str, at: datetime) -> GrantRecord | None:
         grant = self._grants.get(grant_id)
         if grant is None:
             return None
@@ -147,13 +167,16 @@ class MemoryOAuthStore(OAuthStore):
         found = find_digest(token_hash, self._tokens)
         return self._tokens[found] if found is not None else None
 
-    async def rotate_refresh_token(self, token_hash: str, at: datetime) -> bool:
-        """See :meth:`OAuthStore.rotate_refresh_token`."""
-        _require_aware(at)
+    async def rotate_refresh_token(self, token_hash: str, successor: RefreshTokenRecord, at: datetime) -> bool:
+        """See :meth:`OAuthStore.rotate_refresh_token`; everything is checked before anything is written."""
+        _require_aware(at, successor.created_at, successor.expires_at, successor.rotated_at)
         found = find_digest(token_hash, self._tokens)
         if found is None or self._tokens[found].rotated_at is not None:
             return False
+        if successor.token_hash in self._tokens:
+            raise ValueError("a refresh token with this digest already exists")
         self._tokens[found] = replace(self._tokens[found], rotated_at=_utc(at))
+        await self.save_refresh_token(successor)  # checked above: cannot fail, and awaits nothing
         return True
 
     async def purge_expired(self, now: datetime) -> int:

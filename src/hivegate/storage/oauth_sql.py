@@ -3,12 +3,15 @@
 The schema is created by the Alembic migrations (``0003_oauth``);
 ``hivegate.storage.oauth.create_oauth_store`` runs them first.
 
-Everything single-use is one atomic statement, so it holds across replicas sharing the
-database: ``take_code`` and ``take_request`` are ``DELETE ... RETURNING`` (SQLite ≥ 3.35,
-PostgreSQL), ``rotate_refresh_token`` is ``UPDATE ... WHERE rotated_at IS NULL`` judged by
-its row count. On PostgreSQL (READ COMMITTED) a second concurrent statement waits for the
-first's row lock and then no longer matches; on SQLite every write transaction starts with
-``BEGIN IMMEDIATE``, so writers run one at a time.
+Everything single-use is decided by one conditional statement, so it holds across replicas
+sharing the database: ``take_request`` is ``DELETE ... RETURNING`` (SQLite ≥ 3.35, PostgreSQL);
+``redeem_code`` is ``UPDATE ... WHERE redeemed_at IS NULL`` and ``rotate_refresh_token``
+``UPDATE ... WHERE rotated_at IS NULL``, each judged by its row count, with what the code or
+token is exchanged for (grant, refresh token; successor token) inserted in the same
+transaction. On PostgreSQL (READ COMMITTED) a second concurrent statement waits for the
+first's row lock, then no longer matches, and its next statement sees what the first
+committed; on SQLite every write transaction starts with ``BEGIN IMMEDIATE``, so writers run
+one at a time.
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ _CODE_COLUMNS = (
     oauth_codes.c.agents,
     oauth_codes.c.resource,
     oauth_codes.c.expires_at,
+    oauth_codes.c.redeemed_at,
+    oauth_codes.c.grant_id,
 )
 _GRANT_COLUMNS = (
     oauth_grants.c.id,
@@ -152,16 +157,6 @@ class SqlOAuthStore(OAuthStore):
         row = await self._first(query)
         return _request(row) if row is not None else None
 
-    async def bind_request(self, request_id: str, user_id: str, browser_binding: str) -> bool:
-        """See :meth:`OAuthStore.bind_request`."""
-        query = (
-            update(oauth_requests)
-            .where(oauth_requests.c.id == request_id)
-            .values(user_id=user_id, browser_binding=browser_binding)
-        )
-        async with self._write_transaction() as conn:
-            return (await conn.execute(query)).rowcount == 1
-
     async def take_request(self, request_id: str) -> AuthorizationRequestRecord | None:
         """See :meth:`OAuthStore.take_request`; one ``DELETE ... RETURNING``, expired or not (the caller checks)."""
         query = delete(oauth_requests).where(oauth_requests.c.id == request_id).returning(*_REQUEST_COLUMNS)
@@ -171,7 +166,7 @@ class SqlOAuthStore(OAuthStore):
 
     async def save_code(self, code: AuthorizationCodeRecord) -> None:
         """See :meth:`OAuthStore.save_code`; a duplicate digest raises ``ValueError``."""
-        _require_aware(code.expires_at)
+        _require_aware(code.expires_at, code.redeemed_at)
         values = {
             "code_hash": code.code_hash,
             "client_id": code.client_id,
@@ -183,44 +178,47 @@ class SqlOAuthStore(OAuthStore):
             "agents": code.agents,
             "resource": code.resource,
             "expires_at": code.expires_at,
+            "redeemed_at": code.redeemed_at,
+            "grant_id": code.grant_id,
         }
         await self._insert(oauth_codes, values, "a code with this digest already exists")
 
-    async def take_code(self, code_hash: str) -> AuthorizationCodeRecord | None:
-        """See :meth:`OAuthStore.take_code`; one ``DELETE ... RETURNING``, expired or not (the caller checks)."""
-        query = delete(oauth_codes).where(oauth_codes.c.code_hash == code_hash).returning(*_CODE_COLUMNS)
-        async with self._write_transaction() as conn:
-            row = (await conn.execute(query)).first()
-        if row is None:
-            return None
-        return AuthorizationCodeRecord(
-            row.code_hash,
-            row.client_id,
-            row.user_id,
-            row.redirect_uri,
-            bool(row.redirect_uri_provided_explicitly),
-            row.code_challenge,
-            row.scopes,
-            row.agents,
-            row.resource,
-            row.expires_at,
+    async def get_code(self, code_hash: str) -> AuthorizationCodeRecord | None:
+        """See :meth:`OAuthStore.get_code`; an indexed lookup of the digest."""
+        row = await self._first(select(*_CODE_COLUMNS).where(oauth_codes.c.code_hash == code_hash))
+        return _code(row) if row is not None else None
+
+    async def redeem_code(
+        self, code_hash: str, grant: GrantRecord, refresh_token: RefreshTokenRecord | None, at: datetime
+    ) -> bool:
+        """See :meth:`OAuthStore.redeem_code`; ``UPDATE ... WHERE redeemed_at IS NULL``, then the inserts."""
+        _require_aware(at, grant.created_at, grant.revoked_at)
+        if refresh_token is not None:
+            _require_aware(refresh_token.created_at, refresh_token.expires_at, refresh_token.rotated_at)
+        claim = (
+            update(oauth_codes)
+            .where(oauth_codes.c.code_hash == code_hash, oauth_codes.c.redeemed_at.is_(None))
+            .values(redeemed_at=at, grant_id=grant.id)
         )
+        try:
+            async with self._write_transaction() as conn:
+                if (await conn.execute(claim)).rowcount == 1:
+                    await conn.execute(insert(oauth_grants).values(_grant_values(grant)))
+                    if refresh_token is not None:
+                        await conn.execute(insert(oauth_refresh_tokens).values(_token_values(refresh_token)))
+                    return True
+                query = select(oauth_codes.c.grant_id).where(oauth_codes.c.code_hash == code_hash)
+                produced = (await conn.execute(query)).scalar_one_or_none()
+                if produced is not None:
+                    await _revoke(conn, produced, at)
+                return False
+        except IntegrityError as exc:  # a primary key (grant id, token digest): rolled back, nothing redeemed
+            raise ValueError("the grant or refresh token exists already") from exc
 
     async def create_grant(self, grant: GrantRecord) -> None:
         """See :meth:`OAuthStore.create_grant`; a duplicate id raises ``ValueError``."""
         _require_aware(grant.created_at, grant.revoked_at)
-        values = {
-            "id": grant.id,
-            "user_id": grant.user_id,
-            "client_id": grant.client_id,
-            "client_name": grant.client_name,
-            "agents": grant.agents,
-            "scopes": grant.scopes,
-            "resource": grant.resource,
-            "created_at": grant.created_at,
-            "revoked_at": grant.revoked_at,
-        }
-        await self._insert(oauth_grants, values, f"a grant with id {grant.id!r} already exists")
+        await self._insert(oauth_grants, _grant_values(grant), f"a grant with id {grant.id!r} already exists")
 
     async def get_grant(self, grant_id: str) -> GrantRecord | None:
         """See :meth:`OAuthStore.get_grant`."""
@@ -239,37 +237,17 @@ class SqlOAuthStore(OAuthStore):
     async def revoke_grant(self, grant_id: str, at: datetime) -> GrantRecord | None:
         """See :meth:`OAuthStore.revoke_grant`; one transaction, the grant's refresh tokens get ``rotated_at``."""
         _require_aware(at)
-        revoke = (
-            update(oauth_grants)
-            .where(oauth_grants.c.id == grant_id, oauth_grants.c.revoked_at.is_(None))
-            .values(revoked_at=at)
-        )
-        spend_tokens = (
-            update(oauth_refresh_tokens)
-            .where(oauth_refresh_tokens.c.grant_id == grant_id, oauth_refresh_tokens.c.rotated_at.is_(None))
-            .values(rotated_at=at)
-        )
         async with self._write_transaction() as conn:
-            await conn.execute(revoke)
-            await conn.execute(spend_tokens)
+            await _revoke(conn, grant_id, at)
             row = (await conn.execute(select(*_GRANT_COLUMNS).where(oauth_grants.c.id == grant_id))).first()
         return _grant(row) if row is not None else None
 
     async def save_refresh_token(self, token: RefreshTokenRecord) -> None:
         """See :meth:`OAuthStore.save_refresh_token`; a duplicate digest raises ``ValueError``."""
         _require_aware(token.created_at, token.expires_at, token.rotated_at)
-        values = {
-            "token_hash": token.token_hash,
-            "grant_id": token.grant_id,
-            "client_id": token.client_id,
-            "user_id": token.user_id,
-            "scopes": token.scopes,
-            "resource": token.resource,
-            "created_at": token.created_at,
-            "expires_at": token.expires_at,
-            "rotated_at": token.rotated_at,
-        }
-        await self._insert(oauth_refresh_tokens, values, "a refresh token with this digest already exists")
+        await self._insert(
+            oauth_refresh_tokens, _token_values(token), "a refresh token with this digest already exists"
+        )
 
     async def get_refresh_token(self, token_hash: str) -> RefreshTokenRecord | None:
         """See :meth:`OAuthStore.get_refresh_token`; an indexed lookup of the digest."""
@@ -289,16 +267,22 @@ class SqlOAuthStore(OAuthStore):
             row.rotated_at,
         )
 
-    async def rotate_refresh_token(self, token_hash: str, at: datetime) -> bool:
-        """See :meth:`OAuthStore.rotate_refresh_token`; one ``UPDATE ... WHERE rotated_at IS NULL``."""
-        _require_aware(at)
+    async def rotate_refresh_token(self, token_hash: str, successor: RefreshTokenRecord, at: datetime) -> bool:
+        """See :meth:`OAuthStore.rotate_refresh_token`; ``UPDATE ... WHERE rotated_at IS NULL``, then the insert."""
+        _require_aware(at, successor.created_at, successor.expires_at, successor.rotated_at)
         query = (
             update(oauth_refresh_tokens)
             .where(oauth_refresh_tokens.c.token_hash == token_hash, oauth_refresh_tokens.c.rotated_at.is_(None))
             .values(rotated_at=at)
         )
-        async with self._write_transaction() as conn:
-            return (await conn.execute(query)).rowcount == 1
+        try:
+            async with self._write_transaction() as conn:
+                if (await conn.execute(query)).rowcount != 1:
+                    return False
+                await conn.execute(insert(oauth_refresh_tokens).values(_token_values(successor)))
+                return True
+        except IntegrityError as exc:  # the successor's digest: rolled back, the token is not rotated
+            raise ValueError("a refresh token with this digest already exists") from exc
 
     async def purge_expired(self, now: datetime) -> int:
         """See :meth:`OAuthStore.purge_expired`; removes what has ``expires_at <= now``, in one transaction."""
@@ -343,6 +327,65 @@ def _require_aware(*values: datetime | None) -> None:
     """Raise ``ValueError`` for a naive datetime among ``values`` (None is allowed)."""
     if any(value is not None and value.tzinfo is None for value in values):
         raise ValueError("the OAuth store needs aware datetimes")
+
+
+async def _revoke(conn: AsyncConnection, grant_id: str, at: datetime) -> None:
+    """Revoke the grant (keeping an earlier ``revoked_at``) and spend its refresh tokens, in ``conn``'s transaction."""
+    await conn.execute(
+        update(oauth_grants)
+        .where(oauth_grants.c.id == grant_id, oauth_grants.c.revoked_at.is_(None))
+        .values(revoked_at=at)
+    )
+    await conn.execute(
+        update(oauth_refresh_tokens)
+        .where(oauth_refresh_tokens.c.grant_id == grant_id, oauth_refresh_tokens.c.rotated_at.is_(None))
+        .values(rotated_at=at)
+    )
+
+
+def _grant_values(grant: GrantRecord) -> dict[str, Any]:
+    return {
+        "id": grant.id,
+        "user_id": grant.user_id,
+        "client_id": grant.client_id,
+        "client_name": grant.client_name,
+        "agents": grant.agents,
+        "scopes": grant.scopes,
+        "resource": grant.resource,
+        "created_at": grant.created_at,
+        "revoked_at": grant.revoked_at,
+    }
+
+
+def _token_values(token: RefreshTokenRecord) -> dict[str, Any]:
+    return {
+        "token_hash": token.token_hash,
+        "grant_id": token.grant_id,
+        "client_id": token.client_id,
+        "user_id": token.user_id,
+        "scopes": token.scopes,
+        "resource": token.resource,
+        "created_at": token.created_at,
+        "expires_at": token.expires_at,
+        "rotated_at": token.rotated_at,
+    }
+
+
+def _code(row: Row[*tuple[Any, ...]]) -> AuthorizationCodeRecord:
+    return AuthorizationCodeRecord(
+        code_hash=row.code_hash,
+        client_id=row.client_id,
+        user_id=row.user_id,
+        redirect_uri=row.redirect_uri,
+        redirect_uri_provided_explicitly=bool(row.redirect_uri_provided_explicitly),
+        code_challenge=row.code_challenge,
+        scopes=row.scopes,
+        agents=row.agents,
+        resource=row.resource,
+        expires_at=row.expires_at,
+        redeemed_at=row.redeemed_at,
+        grant_id=row.grant_id,
+    )
 
 
 def _request(row: Row[*tuple[Any, ...]]) -> AuthorizationRequestRecord:

@@ -10,10 +10,12 @@ metadata document URL and never stored, and the in-memory store enforces none ei
     One row per dynamically registered client; ``client_metadata`` is the full client
     information as a JSON object.
 ``oauth_requests``
-    Pending ``/oauth/authorize`` requests, deleted when taken or purged after ``expires_at``.
+    Authorization requests a user has signed in for, waiting for consent; deleted when taken or
+    purged after ``expires_at``. (Requests not yet signed in for are never stored.)
 ``oauth_codes``
-    Issued authorization codes by the SHA-256 hex ``code_hash``; deleted when redeemed
-    (``DELETE ... RETURNING``, so single use) or purged after ``expires_at``.
+    Issued authorization codes by the SHA-256 hex ``code_hash``; ``redeemed_at`` and
+    ``grant_id`` are set together, once, when redeemed (a conditional ``UPDATE``, so single use;
+    migration ``0005``); purged after ``expires_at``.
 ``oauth_grants``
     One row per redeemed code, never deleted; ``revoked_at`` is NULL while active.
 ``oauth_refresh_tokens``
@@ -110,6 +112,8 @@ oauth_codes = Table(
     Column("agents", JsonStrings, nullable=False),
     Column("resource", Text, nullable=True),
     Column("expires_at", UtcDateTime, nullable=False),
+    Column("redeemed_at", UtcDateTime, nullable=True),
+    Column("grant_id", Text, nullable=True),
     Index("ix_oauth_codes_expires_at", "expires_at"),
 )
 

@@ -20,6 +20,7 @@ import secrets
 import socket
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -246,7 +247,7 @@ class Browser:
     async def start(
         self, client_id: str, challenge: str, *, state: str = "st-1", redirect_uri: str = CALLBACK, **extra: str
     ) -> str:
-        """Authorize and return the pending request id from the redirect to the sign-in page."""
+        """Authorize and return the sealed request from the redirect to the sign-in page (nothing is stored yet)."""
         response = await self.authorize(
             response_type="code",
             client_id=client_id,
@@ -274,6 +275,14 @@ class Browser:
             },
         )
 
+    async def sign_in(self, sealed: str, username: str = "alice") -> str:
+        """Sign in for the sealed request and return the stored request's id from the redirect to consent."""
+        response = await self.login(sealed, username)
+        assert response.status_code == 303, response.text
+        location = response.headers["location"]
+        assert location.startswith("/oauth/consent?request="), location
+        return query(location)["request"]
+
     async def consent_page(self, request_id: str) -> httpx.Response:
         return await self.http.get("/oauth/consent", params={"request": request_id})
 
@@ -298,9 +307,7 @@ class Browser:
         **extra: str,
     ) -> str:
         """Run authorize → sign-in → consent (allow ``agents``) and return the code from the redirect."""
-        request_id = await self.start(client_id, challenge, state=state, **extra)
-        signed_in = await self.login(request_id, username)
-        assert signed_in.status_code == 303, signed_in.text
+        request_id = await self.sign_in(await self.start(client_id, challenge, state=state, **extra), username)
         response = await self.consent(request_id, agents)
         assert response.status_code == 303, response.text
         params = query(response.headers["location"])
@@ -363,3 +370,8 @@ WORD = re.compile(r"\s+")
 def text_of(html: str) -> str:
     """The page's text with tags removed and whitespace collapsed (for phrase assertions)."""
     return WORD.sub(" ", re.sub(r"<[^>]+>", " ", html)).strip()
+
+
+async def stored_rows(store: OAuthStore) -> int:
+    """How many requests, codes and refresh tokens ``store`` holds (it removes them: call it last)."""
+    return await store.purge_expired(datetime.now(UTC) + timedelta(days=3650))

@@ -25,6 +25,7 @@ from tests.auth.oauth.conftest import (
     hidden,
     pkce,
     query,
+    stored_rows,
 )
 from tests.auth.oauth.conftest import text_of as text
 
@@ -82,11 +83,14 @@ async def test_missing_or_wrong_code_verifier_is_refused(oauth: OAuthServer, bro
     wrong = await browser.exchange(client["client_id"], code, pkce()[0])
     assert wrong.status_code == 400
     assert wrong.json()["error"] == "invalid_grant"
-    # a failed PKCE check burns the code: the right verifier no longer works either
-    late = await browser.exchange(client["client_id"], code, verifier)
-    assert late.status_code == 400
-    assert late.json()["error"] == "invalid_grant"
     await _no_grants(oauth)
+    # a failed check spends nothing (else whoever intercepted a code could burn it for the client, RFC 7636 §1):
+    # the right verifier still works, once
+    late = await browser.exchange(client["client_id"], code, verifier)
+    assert late.status_code == 200, late.text
+    again = await browser.exchange(client["client_id"], code, verifier)
+    assert again.status_code == 400
+    assert again.json()["error"] == "invalid_grant"
 
 
 # -- redirect URIs and open redirects ----------------------------------------------------
@@ -358,14 +362,16 @@ async def test_refresh_token_reuse_revokes_the_whole_family(oauth: OAuthServer, 
     code = await browser.code(client["client_id"], challenge, ["alpha"])
     first = (await browser.exchange(client["client_id"], code, verifier)).json()
     second = (await browser.refresh(client["client_id"], first["refresh_token"])).json()
+    third = (await browser.refresh(client["client_id"], second["refresh_token"])).json()
+    # first's successor (second) has been used: presenting first again is reuse, not a retry, even within the grace
     reuse = await browser.refresh(client["client_id"], first["refresh_token"])
     assert reuse.status_code == 400
     assert reuse.json()["error"] == "invalid_grant"
     assert [g.active for g in await oauth.store.list_grants()] == [False]
     # the legitimate holder's newer token is dead too, and so are the access tokens
-    newer = await browser.refresh(client["client_id"], second["refresh_token"])
+    newer = await browser.refresh(client["client_id"], third["refresh_token"])
     assert newer.json()["error"] == "invalid_grant"
-    assert await oauth.server.provider.load_access_token(second["access_token"]) is None
+    assert await oauth.server.provider.load_access_token(third["access_token"]) is None
 
 
 async def test_refresh_token_of_another_client_is_refused(oauth: OAuthServer, browser: Browser) -> None:
@@ -425,9 +431,7 @@ async def test_failed_sign_in_is_generic(oauth: OAuthServer, browser: Browser, u
     assert response.status_code == 401
     assert "Invalid username or password" in response.text
     assert hidden(response.text, "request") == request_id
-    pending = await oauth.store.get_request(request_id, datetime.now(UTC))
-    assert pending is not None
-    assert pending.user_id is None
+    assert await stored_rows(oauth.store) == 0  # nothing is stored before a sign-in succeeds
 
 
 async def test_sign_in_is_throttled_per_username(oauth: OAuthServer, browser: Browser) -> None:
@@ -444,9 +448,7 @@ async def test_sign_in_is_throttled_per_username(oauth: OAuthServer, browser: Br
     assert blocked.status_code == 429
     assert int(blocked.headers["retry-after"]) > 0
     assert "Too many failed sign-in attempts" in text(blocked.text)
-    pending = await oauth.store.get_request(request_id, datetime.now(UTC))
-    assert pending is not None
-    assert pending.user_id is None
+    assert await stored_rows(oauth.store) == 0  # nothing is stored before a sign-in succeeds
 
 
 async def test_parallel_sign_ins_cannot_outrun_the_throttle(oauth: OAuthServer, browser: Browser) -> None:
@@ -496,14 +498,25 @@ async def test_sign_in_form_csrf_is_checked(oauth: OAuthServer, browser: Browser
         "/oauth/login", data={"request": request_id, "csrf": csrf, "username": "alice", "password": "alice-password"}
     )
     assert elsewhere.status_code == 403
-    pending = await oauth.store.get_request(request_id, datetime.now(UTC))
-    assert pending is not None
-    assert pending.user_id is None
+    assert await stored_rows(oauth.store) == 0  # nothing is stored before a sign-in succeeds
 
 
 async def test_expired_or_unknown_request_shows_an_error_page(oauth: OAuthServer, browser: Browser) -> None:
     client = await browser.register()
     now = datetime.now(UTC)
+    sealed = oauth.server.provider.pending
+    expired_sealed = sealed.seal(
+        client_id=client["client_id"],
+        redirect_uri=CALLBACK,
+        redirect_uri_provided_explicitly=True,
+        state="s",
+        scopes=(),
+        code_challenge=pkce()[1],
+        resource=None,
+        now=now - timedelta(seconds=oauth.settings.security.authorization_request_ttl_seconds),
+    )
+    live = await browser.start(client["client_id"], pkce()[1])
+    forged = live[:-2] + ("AA" if not live.endswith("AA") else "BB")
     await oauth.store.save_request(
         AuthorizationRequestRecord(
             id="expired-request-id-0123456789",
@@ -518,7 +531,13 @@ async def test_expired_or_unknown_request_shows_an_error_page(oauth: OAuthServer
             expires_at=now - timedelta(seconds=100),
         )
     )
-    for request_id in ("expired-request-id-0123456789", "unknown-request-id-0123456789", "<bad>"):
+    for request_id in (
+        "expired-request-id-0123456789",
+        "unknown-request-id-0123456789",
+        "<bad>",
+        expired_sealed,
+        forged,
+    ):
         for path in ("/oauth/login", "/oauth/consent"):
             response = await browser.http.get(path, params={"request": request_id})
             assert response.status_code == 400, (path, request_id)
@@ -529,14 +548,20 @@ async def test_expired_or_unknown_request_shows_an_error_page(oauth: OAuthServer
 # -- consent ------------------------------------------------------------------------------
 
 
-async def _signed_in(browser: Browser, username: str = "alice") -> tuple[dict[str, str], str, str]:
+async def _signed_in_with(browser: Browser, username: str = "alice") -> tuple[dict[str, str], str, str, str]:
+    """Register, authorize, sign in: the client, the stored request id, its consent CSRF token, the sealed request."""
     client = await browser.register()
     _, challenge = pkce()
-    request_id = await browser.start(client["client_id"], challenge)
-    assert (await browser.login(request_id, username)).status_code == 303
+    sealed = await browser.start(client["client_id"], challenge)
+    request_id = await browser.sign_in(sealed, username)
     consent = await browser.consent_page(request_id)
     assert consent.status_code == 200
-    return client, request_id, hidden(consent.text, "csrf")
+    return client, request_id, hidden(consent.text, "csrf"), sealed
+
+
+async def _signed_in(browser: Browser, username: str = "alice") -> tuple[dict[str, str], str, str]:
+    client, request_id, csrf, _ = await _signed_in_with(browser, username)
+    return client, request_id, csrf
 
 
 @pytest.mark.parametrize("oauth", ["memory", "sqlite"], indirect=True)
@@ -564,25 +589,15 @@ async def test_consent_csrf_of_another_request_is_refused(browser: Browser) -> N
 async def test_consent_from_another_browser_is_refused(
     oauth: OAuthServer, browser: Browser, other_browser: Browser
 ) -> None:
-    _, request_id, csrf = await _signed_in(browser)
+    _, request_id, csrf, sealed = await _signed_in_with(browser)
     page = await other_browser.consent_page(request_id)
     assert page.status_code == 403
-    # the attacker's browser signs in too (another cookie), but the request stays bound to the first browser
-    attacker_page = await other_browser.http.get("/oauth/login", params={"request": request_id})
-    assert attacker_page.status_code == 200
     response = await other_browser.consent(request_id, ["alpha"], csrf=csrf)
     assert response.status_code == 403
-    # nor can the other browser take the request over by signing in to it
-    taken_over = await other_browser.http.post(
-        "/oauth/login",
-        data={
-            "request": request_id,
-            "csrf": hidden(attacker_page.text, "csrf"),
-            "username": "bob",
-            "password": "bob-password",
-        },
-    )
-    assert taken_over.status_code == 403
+    # signing in to the same sealed request elsewhere stores a request of its own; alice's stays hers
+    theirs = await other_browser.sign_in(sealed, "bob")
+    assert theirs != request_id
+    assert (await other_browser.consent(request_id, ["alpha"], csrf=csrf)).status_code == 403
     pending = await oauth.store.get_request(request_id, datetime.now(UTC))
     assert pending is not None
     alice = await oauth.credentials.get_user_by_username("alice")

@@ -298,7 +298,7 @@ async def test_unknown_scopes_are_left_out_and_the_granted_scope_returned(
     verifier, challenge = pkce()
     extra = {"scope": scope} | ({"resource": f"{oauth.base}{resource}"} if resource else {})
     request_id = await browser.start(client["client_id"], challenge, **extra)
-    assert (await browser.login(request_id)).status_code == 303
+    request_id = await browser.sign_in(request_id)
     consent = await browser.consent_page(request_id)
     assert checkboxes(consent.text) == ticked
     agents = [agent for agent, on in ticked.items() if on] or ["beta"]

@@ -53,8 +53,9 @@ async def test_full_flow_with_agent_resource(oauth: OAuthServer, browser: Browse
     verifier, challenge = pkce()
     resource = f"{oauth.base}/alpha/mcp"
 
-    # authorize → 302 to the sign-in page
-    request_id = await browser.start(client_id, challenge, state="xyz", resource=resource, scope="agent:alpha")
+    # authorize → 302 to the sign-in page, carrying the request sealed: nothing is stored yet
+    sealed = await browser.start(client_id, challenge, state="xyz", resource=resource, scope="agent:alpha")
+    request_id = sealed
 
     # the sign-in page: the form the browser test relies on, the client's name and redirect host
     page = await browser.http.get("/oauth/login", params={"request": request_id})
@@ -81,7 +82,9 @@ async def test_full_flow_with_agent_resource(oauth: OAuthServer, browser: Browse
         },
     )
     assert signed_in.status_code == 303, signed_in.text
-    assert signed_in.headers["location"] == f"/oauth/consent?request={request_id}"
+    assert signed_in.headers["location"].startswith("/oauth/consent?request=")
+    request_id = query(signed_in.headers["location"])["request"]  # the request, stored now that alice signed in
+    assert request_id != sealed
     cookie = signed_in.headers["set-cookie"]
     assert cookie.startswith(f"{BROWSER_COOKIE}=")
     assert "httponly" in cookie.lower()
@@ -91,7 +94,15 @@ async def test_full_flow_with_agent_resource(oauth: OAuthServer, browser: Browse
     assert page.headers["set-cookie"].startswith(f"{BROWSER_COOKIE}={value};")  # the one set with the form
     pending = await oauth.store.get_request(request_id, datetime.now(UTC))
     assert pending is not None
-    assert pending.user_id is not None
+    alice = await oauth.credentials.get_user_by_username("alice")
+    assert alice is not None
+    assert pending.user_id == alice.id
+    assert (pending.state, pending.resource, pending.scopes, pending.code_challenge) == (
+        "xyz",
+        resource,
+        ("agent:alpha",),
+        challenge,
+    )
     assert pending.browser_binding == hashlib.sha256(value.encode()).hexdigest()
 
     # consent: alice's MCP-enabled agents only, the asked-for one pre-checked
@@ -170,7 +181,7 @@ async def test_user_level_resource_preselects_every_agent_and_joins_the_audience
     verifier, challenge = pkce()
     resource = f"{oauth.base}/mcp"
     request_id = await browser.start(client["client_id"], challenge, resource=resource)
-    assert (await browser.login(request_id)).status_code == 303
+    request_id = await browser.sign_in(request_id)
     consent = await browser.consent_page(request_id)
     assert checkboxes(consent.text) == {"alpha": True, "beta": True}
     response = await browser.consent(request_id, ["alpha", "beta"])
@@ -207,7 +218,7 @@ async def test_scope_preselects_and_offline_access_is_ignored(oauth: OAuthServer
     client = await browser.register()
     _, challenge = pkce()
     request_id = await browser.start(client["client_id"], challenge, scope="agent:beta offline_access")
-    assert (await browser.login(request_id)).status_code == 303
+    request_id = await browser.sign_in(request_id)
     consent = await browser.consent_page(request_id)
     assert checkboxes(consent.text) == {"alpha": False, "beta": True}
 
@@ -216,7 +227,7 @@ async def test_deny_redirects_with_access_denied_state_and_iss(oauth: OAuthServe
     client = await browser.register()
     _, challenge = pkce()
     request_id = await browser.start(client["client_id"], challenge, state="s-deny")
-    assert (await browser.login(request_id)).status_code == 303
+    request_id = await browser.sign_in(request_id)
     response = await browser.consent(request_id, [], action="deny")
     assert response.status_code == 303
     params = query(response.headers["location"])
@@ -293,7 +304,7 @@ async def test_client_identified_by_metadata_document(oauth: OAuthServer, browse
     assert "Metadata App" in text(page.text)
     assert f"client identified by {client_id}" in text(page.text)
     assert "your own computer" in text(page.text)  # loopback redirect of a CIMD client: impersonation warning
-    assert (await browser.login(request_id)).status_code == 303
+    request_id = await browser.sign_in(request_id)
     response = await browser.consent(request_id, ["alpha"])
     code = query(response.headers["location"])["code"]
     token = await browser.exchange(client_id, code, verifier, resource=f"{oauth.base}/alpha/mcp")
@@ -321,7 +332,7 @@ async def test_client_name_is_escaped_on_the_pages(oauth: OAuthServer, browser: 
     page = await browser.http.get("/oauth/login", params={"request": request_id})
     assert "<script>" not in page.text
     assert "&lt;script&gt;" in page.text
-    assert (await browser.login(request_id)).status_code == 303
+    request_id = await browser.sign_in(request_id)
     consent = await browser.consent_page(request_id)
     assert "<script>" not in consent.text
     assert "Beta &lt;b&gt;" in consent.text  # agent names are escaped too

@@ -43,7 +43,7 @@ async def test_official_client_gets_a_token_for_the_agent(oauth: OAuthServer, br
         response = await browser.http.get(url)
         assert response.status_code == 302, response.text
         request_id = query(response.headers["location"])["request"]
-        assert (await browser.login(request_id)).status_code == 303
+        request_id = await browser.sign_in(request_id)
         consent = await browser.consent_page(request_id)
         assert 'value="alpha" checked' in consent.text  # pre-selected from resource and scope
         allowed = await browser.consent(request_id, ["alpha"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hivegate.auth.oauth import throttle as throttle_module
-from hivegate.auth.oauth.throttle import LoginThrottle
+from hivegate.auth.oauth.throttle import AddressLimit, LoginThrottle, address_key
 
 
 class FakeClock:
@@ -75,3 +75,42 @@ def test_rejects_nonsense_configuration() -> None:
         LoginThrottle(0, 60)
     with pytest.raises(ValueError, match="window_seconds"):
         LoginThrottle(1, 0)
+
+
+# -- the per-address request limit (/oauth/authorize) ------------------------------------------
+
+
+def test_address_limit_admits_limit_requests_per_window() -> None:
+    """Issue 7 item 4: ``/oauth/authorize`` is limited per address; refusals are not counted."""
+    clock = FakeClock()
+    limit = AddressLimit(3, 60, clock=clock)
+    for _ in range(3):
+        assert limit.admit("192.0.2.7") is None
+        clock.now += 1
+    assert limit.admit("192.0.2.7") == 57  # the first request leaves the window at 1060
+    assert limit.admit("192.0.2.8") is None  # another address is unaffected
+    clock.now = 1060
+    assert limit.admit("192.0.2.7") is None
+
+
+@pytest.mark.parametrize(
+    ("host", "key"),
+    [
+        ("192.0.2.7", "192.0.2.7"),
+        ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"),
+        ("2001:DB8:1:2:bbbb::9", "2001:db8:1:2::/64"),
+        ("::ffff:192.0.2.7", "192.0.2.7"),
+        ("testclient", "testclient"),
+        (None, ""),
+    ],
+)
+def test_address_key_groups_an_ipv6_host_by_its_64(host: str | None, key: str) -> None:
+    assert address_key(host) == key
+
+
+def test_one_ipv6_host_cannot_escape_the_limit_by_changing_addresses() -> None:
+    limit = AddressLimit(2, 60, clock=FakeClock())
+    assert limit.admit("2001:db8::1") is None
+    assert limit.admit("2001:db8::2") is None
+    assert limit.admit("2001:db8::3") is not None
+    assert limit.admit("2001:db8:0:1::1") is None  # the next /64 is another host

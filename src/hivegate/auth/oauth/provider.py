@@ -3,19 +3,29 @@
 :class:`GatewayOAuthProvider` implements the official SDK's ``OAuthAuthorizationServerProvider``
 over the :class:`~hivegate.storage.oauth.OAuthStore`: registered and metadata-document clients
 (RFC 7591, CIMD), pending authorization requests, single-use codes (RFC 6749 §4.1.2), grants as
-refresh-token families with rotation and reuse detection (OAuth 2.1 §4.3.1, RFC 9700 §4.14.2),
-RFC 8707 resources as audiences, and HS256 access tokens (:class:`~hivegate.auth.tokens.TokenCodec`).
+refresh-token families with rotation, a retry grace window and reuse detection (OAuth 2.1 §4.3.1,
+RFC 9700 §4.14.2), RFC 8707 resources as audiences, and HS256 access tokens
+(:class:`~hivegate.auth.tokens.TokenCodec`).
+
+Refresh-token successors are derived, not drawn: the token that replaces ``T`` is
+``base64url(HMAC-SHA256(k, T))`` with ``k`` derived from ``security.token_signing_key`` under a
+fixed label. Only digests are stored, yet a retry of ``T`` within
+``security.refresh_reuse_grace_seconds`` can be answered with the very successor already issued
+(docs/auth.md, "Refresh-token rotation"). Without the key nobody can compute a successor, so
+rotation still means a stolen token is good for one exchange at most.
 The HTTP side (routes, pages, metadata) is :mod:`hivegate.auth.oauth.server`.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import hmac
 import json
 import logging
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -41,6 +51,7 @@ from pydantic import AnyUrl, ConfigDict, TypeAdapter
 from hivegate.agents.model import AGENT_ID_PATTERN
 from hivegate.auth.oauth.cimd import ClientMetadataError, ClientMetadataResolver, is_client_metadata_url
 from hivegate.auth.oauth.clients import GatewayClient, client_name_problem
+from hivegate.auth.oauth.pending import MAX_SEALED_LENGTH, PendingRequests
 from hivegate.auth.oauth.pkce import is_s256_challenge
 from hivegate.auth.oauth.redirects import RedirectPolicy
 from hivegate.auth.principal import agent_scope
@@ -82,7 +93,7 @@ _URL = TypeAdapter(AnyUrl, config=ConfigDict(url_preserve_empty_path=True))
 FORM_BODY_LIMIT = 64 * 1024
 MAX_FORM_FIELDS = 2000
 _MAX_STATE_LENGTH = 2048
-_MAX_REDEEMED_CODES = 100_000
+_SUCCESSOR_LABEL = b"hivegate oauth refresh token successor v1"
 
 token_request_resources: ContextVar[tuple[str, ...]] = ContextVar("hivegate_token_request_resources", default=())
 """The ``resource`` values of the token request being served (SDK quirk 4: its handler drops them)."""
@@ -130,10 +141,13 @@ class _Resource:
 class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Access]):
     """The SDK provider over hivegate's stores: clients (DCR and CIMD), pending requests, codes, grants, tokens.
 
-    ``authorize`` parks the request and sends the browser to the sign-in page; the code is
-    minted by the consent page (:class:`AuthorizationServer`). Codes are taken from the store
-    when loaded, so each is redeemable once; a replayed code revokes the grant it produced
-    (RFC 6749 §4.1.2, remembered in-process for the code's lifetime).
+    ``authorize`` seals the request (:class:`~hivegate.auth.oauth.pending.PendingRequests`,
+    nothing stored) and sends the browser to the sign-in page; the code is minted by the consent
+    page (:class:`AuthorizationServer`). A code is redeemed in the transaction that creates its
+    grant, so of concurrent redemptions one wins; every other one, and any later replay, revokes
+    the grant the code produced (RFC 6749 §4.1.2), on any replica and after restarts.
+
+    ``clock`` gives the current aware UTC time (tests pass a fake one).
     """
 
     def __init__(
@@ -146,7 +160,9 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
         codec: TokenCodec,
         client_metadata: ClientMetadataResolver | None,
         login_path: str,
+        clock: Callable[[], datetime] = utc_now,
     ) -> None:
+        self.clock = clock
         self._settings = settings
         self._base = base_url
         self._credentials = credentials
@@ -154,9 +170,11 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
         self._codec = codec
         self._resolver = client_metadata
         self._login_path = login_path
-        self._redeemed: dict[str, tuple[str, datetime]] = {}
         self.redirect_policy = RedirectPolicy(settings.security.allowed_redirect_uris)
         """The redirect URIs clients may register (``security.allowed_redirect_uris``)."""
+        key = settings.security.token_signing_key.get_secret_value().encode()
+        self.pending = PendingRequests(key, settings.security.authorization_request_ttl_seconds)
+        self._successor_key = hmac.new(key, _SUCCESSOR_LABEL, hashlib.sha256).digest()
 
     # -- clients ---------------------------------------------------------------------------
 
@@ -253,12 +271,15 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
         return None
 
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
-        """Park the request and return the sign-in page's URL (``{base path}/oauth/login?request=<id>``).
+        """Seal the request and return the sign-in page's URL (``{base path}/oauth/login?request=<sealed>``).
+
+        Nothing is stored: the request is kept in the database only once a user has signed in.
 
         Raises:
-            AuthorizeError: ``invalid_request`` for a code challenge that is not an S256 value or an
-                oversized ``state``; ``invalid_target`` for a ``resource`` that is not one of this
-                gateway's MCP endpoints (RFC 8707 §2).
+            AuthorizeError: ``invalid_request`` for a code challenge that is not an S256 value, an
+                oversized ``state``, or a request that seals longer than ``MAX_SEALED_LENGTH``;
+                ``invalid_target`` for a ``resource`` that is not one of this gateway's MCP endpoints
+                (RFC 8707 §2).
         """
         if not is_s256_challenge(params.code_challenge):
             raise AuthorizeError("invalid_request", "code_challenge must be a BASE64URL SHA-256 value (S256)")
@@ -266,23 +287,19 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
             raise AuthorizeError("invalid_request", "state is too long")
         if params.resource is not None and self.parse_resource(params.resource) is None:
             raise AuthorizeError("invalid_target", "resource is not an MCP endpoint of this server")
-        now = utc_now()
-        request_id = secrets.token_urlsafe(32)
-        await self._store.save_request(
-            AuthorizationRequestRecord(
-                id=request_id,
-                client_id=client.client_id,
-                redirect_uri=str(params.redirect_uri),
-                redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
-                state=params.state,
-                scopes=tuple(params.scopes or ()),
-                code_challenge=params.code_challenge,
-                resource=params.resource,
-                created_at=now,
-                expires_at=now + timedelta(seconds=self._settings.security.authorization_request_ttl_seconds),
-            )
+        sealed = self.pending.seal(
+            client_id=client.client_id,
+            redirect_uri=str(params.redirect_uri),
+            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
+            state=params.state,
+            scopes=tuple(params.scopes or ()),
+            code_challenge=params.code_challenge,
+            resource=params.resource,
+            now=self.clock(),
         )
-        return f"{self._login_path}?{urlencode({'request': request_id})}"
+        if len(sealed) > MAX_SEALED_LENGTH:
+            raise AuthorizeError("invalid_request", "the authorization request is too large")
+        return f"{self._login_path}?{urlencode({'request': sealed})}"
 
     async def issue_code(self, request: AuthorizationRequestRecord, user_id: str, agents: Sequence[str]) -> str:
         """Mint and store a code (256 bits) for the consented ``agents``; returns the plaintext code."""
@@ -299,7 +316,7 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
                 scopes=tuple(agent_scope(agent) for agent in agents),
                 agents=tuple(agents),
                 resource=request.resource,
-                expires_at=utc_now() + timedelta(seconds=ttl),
+                expires_at=self.clock() + timedelta(seconds=ttl),
             )
         )
         return code
@@ -309,14 +326,19 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
     async def load_authorization_code(
         self, client: OAuthClientInformationFull, authorization_code: str
     ) -> _Code | None:
-        """Take the code from the store (single use: a second load finds nothing).
+        """The unredeemed code, or None; presenting a redeemed code revokes the grant it produced.
 
-        A replay of a code that was redeemed revokes the grant it produced.
+        Nothing is spent here: the code is redeemed by :meth:`exchange_authorization_code`, in one
+        transaction with its grant, after the SDK's checks (client, expiry, ``redirect_uri``, PKCE).
+        Spec: RFC 6749 §4.1.2 and §10.5.
         """
         code_hash = secret_digest(authorization_code)
-        record = await self._store.take_code(code_hash)
+        record = await self._store.get_code(code_hash)
         if record is None:
-            await self._revoke_replayed(code_hash)
+            return None
+        if record.grant_id is not None:
+            logger.warning("authorization code replayed; revoking grant %s", record.grant_id)
+            await self._store.revoke_grant(record.grant_id, self.clock())
             return None
         return _Code(
             code=authorization_code,
@@ -332,22 +354,6 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
             user_id=record.user_id,
             agents=list(record.agents),
         )
-
-    def _remember_redeemed(self, code_hash: str, grant_id: str, now: datetime) -> None:
-        """Remember which grant a redeemed code produced, for as long as the code could have lived (bounded)."""
-        self._redeemed = {h: v for h, v in self._redeemed.items() if v[1] > now}
-        if len(self._redeemed) >= _MAX_REDEEMED_CODES:
-            self._redeemed.pop(next(iter(self._redeemed)))
-        ttl = timedelta(seconds=self._settings.security.authorization_code_ttl_seconds)
-        self._redeemed[code_hash] = (grant_id, now + ttl)
-
-    async def _revoke_replayed(self, code_hash: str) -> None:
-        now = utc_now()
-        self._redeemed = {h: v for h, v in self._redeemed.items() if v[1] > now}
-        redeemed = self._redeemed.pop(code_hash, None)
-        if redeemed is not None:
-            logger.warning("authorization code replayed; revoking grant %s", redeemed[0])
-            await self._store.revoke_grant(redeemed[0], now)
 
     def _requested_resource(self, bound: str | None) -> str | None:
         """The token request's ``resource`` (RFC 8707 §2.2), checked against the one the grant is bound to."""
@@ -385,16 +391,21 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
     async def exchange_authorization_code(
         self, client: OAuthClientInformationFull, authorization_code: _Code
     ) -> OAuthToken:
-        """Create the grant, its first refresh token (if the client may refresh) and an access token.
+        """Redeem the code: create the grant and its first refresh token (if the client may refresh) in one
+        transaction, then mint an access token.
+
+        Of concurrent redemptions of one code exactly one succeeds; the others get ``invalid_grant``
+        and revoke the grant the winner created (RFC 6749 §4.1.2).
 
         Raises:
-            TokenError: ``invalid_target`` (see :meth:`audience`), ``invalid_grant`` for a disabled user.
+            TokenError: ``invalid_target`` (see :meth:`audience`); ``invalid_grant`` for a disabled user
+                or a code redeemed already.
         """
         code = authorization_code
         resource = self._requested_resource(code.resource)
         audience = self.audience(code.agents, resource)
         user = await self._active_user(code.user_id)
-        now = utc_now()
+        now = self.clock()
         grant = GrantRecord(
             id=new_id("grt"),
             user_id=user.id,
@@ -405,30 +416,40 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
             resource=resource,
             created_at=now,
         )
-        await self._store.create_grant(grant)
-        self._remember_redeemed(code.code_hash, grant.id, now)
-        refresh = await self._new_refresh_token(client, grant, now) if self._may_refresh(client) else None
+        refresh = secrets.token_urlsafe(32) if self._may_refresh(client) else None
+        record = self._refresh_record(refresh, client, grant, now) if refresh is not None else None
+        if not await self._store.redeem_code(code.code_hash, grant, record, now):
+            logger.warning("authorization code redeemed twice; the grant it produced is revoked")
+            raise TokenError("invalid_grant", "the authorization code was already used; its grant is revoked")
         return self._token(grant, user.id, code.scopes, audience, refresh)
 
     @staticmethod
     def _may_refresh(client: OAuthClientInformationFull) -> bool:
         return "refresh_token" in client.grant_types
 
-    async def _new_refresh_token(self, client: OAuthClientInformationFull, grant: GrantRecord, now: datetime) -> str:
-        token = secrets.token_urlsafe(32)
-        await self._store.save_refresh_token(
-            RefreshTokenRecord(
-                token_hash=secret_digest(token),
-                grant_id=grant.id,
-                client_id=client.client_id,
-                user_id=grant.user_id,
-                scopes=grant.scopes,
-                resource=grant.resource,
-                created_at=now,
-                expires_at=now + timedelta(seconds=self._settings.security.refresh_token_ttl_seconds),
-            )
+    def _refresh_record(
+        self, token: str, client: OAuthClientInformationFull, grant: GrantRecord, now: datetime
+    ) -> RefreshTokenRecord:
+        return RefreshTokenRecord(
+            token_hash=secret_digest(token),
+            grant_id=grant.id,
+            client_id=client.client_id,
+            user_id=grant.user_id,
+            scopes=grant.scopes,
+            resource=grant.resource,
+            created_at=now,
+            expires_at=now + timedelta(seconds=self._settings.security.refresh_token_ttl_seconds),
         )
-        return token
+
+    def successor(self, refresh_token: str) -> str:
+        """The refresh token that replaces ``refresh_token`` at rotation: 43 base64url characters (256 bits).
+
+        ``base64url(HMAC-SHA256(k, refresh_token))``, ``k`` derived from the signing key: the same
+        every time for one token (so a retry gets the successor already issued, nothing stored in
+        plaintext), unpredictable without the key.
+        """
+        mac = hmac.new(self._successor_key, refresh_token.encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(mac).decode().rstrip("=")
 
     def _token(
         self, grant: GrantRecord, user_id: str, scopes: Sequence[str], audience: Sequence[str], refresh: str | None
@@ -466,10 +487,18 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
     ) -> OAuthToken:
         """Rotate the refresh token and mint an access token for ``scopes`` (⊆ the grant's).
 
+        Rotation is one transaction (the token is spent and its successor stored together), so a
+        crash loses no grant. A token rotated no more than ``security.refresh_reuse_grace_seconds``
+        ago whose successor is still unused is a retry (a lost response, or the client racing its
+        own refreshes): it gets that same successor again with a fresh access token, and nothing
+        is written. Any other reuse revokes the grant. Spec: OAuth 2.1 §4.3.1, RFC 9700 §4.14.2,
+        RFC 6749 §10.4.
+
         Raises:
             TokenError: ``invalid_grant`` for a revoked grant, a disabled user, or a reused
-                (already rotated) token — which also revokes the whole grant; ``invalid_target``
-                for a ``resource`` other than the grant's; ``invalid_scope`` for no agent scope.
+                (already rotated) token outside the grace — which also revokes the whole grant;
+                ``invalid_target`` for a ``resource`` other than the grant's; ``invalid_scope``
+                for no agent scope.
         """
         grant = await self._store.get_grant(refresh_token.grant_id)
         if grant is None or not grant.active or grant.client_id != client.client_id:
@@ -485,13 +514,25 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
             if target is not None and target.agent_id is not None and target.agent_id not in agents:
                 resource = None
         audience = self.audience(agents, resource)
-        now = utc_now()
-        if not await self._store.rotate_refresh_token(refresh_token.token_hash, now):
-            logger.warning("refresh token reused; revoking grant %s", grant.id)
-            await self._store.revoke_grant(grant.id, now)
-            raise TokenError("invalid_grant", "the refresh token was already used; the grant is revoked")
-        refresh = await self._new_refresh_token(client, grant, now)
+        now = self.clock()
+        refresh = self.successor(refresh_token.token)
+        successor = self._refresh_record(refresh, client, grant, now)
+        if not await self._store.rotate_refresh_token(refresh_token.token_hash, successor, now):
+            if not await self._is_retry(refresh_token, successor.token_hash, now):
+                logger.warning("refresh token reused; revoking grant %s", grant.id)
+                await self._store.revoke_grant(grant.id, now)
+                raise TokenError("invalid_grant", "the refresh token was already used; the grant is revoked")
+            logger.info("refresh token retried within the grace window; grant %s", grant.id)
         return self._token(grant, user.id, [agent_scope(agent) for agent in agents], audience, refresh)
+
+    async def _is_retry(self, refresh_token: _Refresh, successor_hash: str, now: datetime) -> bool:
+        """Whether a rotated token presented again is a retry: rotated within the grace, successor still unused."""
+        grace = timedelta(seconds=self._settings.security.refresh_reuse_grace_seconds)
+        rotated = await self._store.get_refresh_token(refresh_token.token_hash)
+        if not grace or rotated is None or rotated.rotated_at is None or now - rotated.rotated_at > grace:
+            return False
+        successor = await self._store.get_refresh_token(successor_hash)
+        return successor is not None and successor.rotated_at is None and successor.grant_id == refresh_token.grant_id
 
     async def load_access_token(self, token: str) -> _Access | None:
         """A valid access token of this issuer whose grant is still active, or None."""
@@ -514,7 +555,7 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
 
     async def revoke_token(self, token: _Access | _Refresh) -> None:
         """Revoke the grant the token belongs to (every access and refresh token of it)."""
-        await self._store.revoke_grant(token.grant_id, utc_now())
+        await self._store.revoke_grant(token.grant_id, self.clock())
 
     async def revoke_presented(self, client: OAuthClientInformationFull, token: str) -> bool:
         """Revoke the grant of ``token`` (a refresh or access token) when it was issued to ``client``.
@@ -535,5 +576,5 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
                 grant_id = claims.grant_id
         if grant_id is None:
             return False
-        await self._store.revoke_grant(grant_id, utc_now())
+        await self._store.revoke_grant(grant_id, self.clock())
         return True

@@ -21,10 +21,13 @@ Endpoints (paths relative to the gateway's public URL, which is also the issuer,
     unknown scopes left out (RFC 6749 §3.3); RFC 8707 ``resource``. An unknown client or unregistered redirect URI
     gets an HTML error page (400), never a redirect (RFC 6749 §4.1.2.1, no open redirect); other
     errors redirect to the registered URI with ``error``, ``state`` and ``iss`` (RFC 9207 §2).
-    Success: 302 to ``/oauth/login?request=<id>``.
+    Success: 302 to ``/oauth/login?request=<sealed request>``; nothing is stored
+    (:mod:`~hivegate.auth.oauth.pending`). At most ``security.authorizations_per_minute`` calls and
+    successful sign-ins together per client address (IPv6: per /64), else a 429 page with ``Retry-After``.
 ``GET|POST /oauth/login``
     The sign-in form; throttled per username and per client address (429 + ``Retry-After``).
-    Success: a ``HttpOnly; SameSite=Lax`` browser cookie bound to the request, 303 to the consent page.
+    Success: the request is stored, bound to the user and to a ``HttpOnly; SameSite=Lax`` browser
+    cookie, and the browser is sent (303) to the consent page with the stored request's id.
 ``GET|POST /oauth/consent``
     The user's MCP-enabled agents as checkboxes; CSRF-checked. Allow: a single-use code (120 s) and
     303 to ``redirect_uri`` with ``code``, ``state``, ``iss``; Deny: ``error=access_denied``.
@@ -46,6 +49,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -84,12 +88,11 @@ from hivegate.auth.oauth.provider import (
     GatewayOAuthProvider,
     secret_digest,
     token_request_resources,
-    utc_now,
     with_params,
 )
 from hivegate.auth.oauth.redirects import LOOPBACK_REDIRECT_HOSTS
 from hivegate.auth.oauth.resource_metadata import protected_resource_metadata
-from hivegate.auth.oauth.throttle import LoginThrottle
+from hivegate.auth.oauth.throttle import AddressLimit, LoginThrottle
 from hivegate.auth.passwords import hash_password, verify_password
 from hivegate.auth.principal import USER_SCOPE
 from hivegate.auth.tokens import TokenCodec
@@ -231,6 +234,7 @@ class AuthorizationServer:
         self._csrf = CsrfTokens(settings.security.token_signing_key.get_secret_value().encode())
         self.throttle = LoginThrottle(settings.security.login_max_failures, settings.security.login_window_seconds)
         self.registrations = LoginThrottle(settings.security.registrations_per_hour, 3600)
+        self.authorizations = AddressLimit(settings.security.authorizations_per_minute, 60)
         self._client_auth = ClientAuthenticator(self.provider)
         self._authorize_handler = AuthorizationHandler(self.provider)
         self._token_handler = TokenHandler(self.provider, self._client_auth)
@@ -290,6 +294,13 @@ class AuthorizationServer:
     # -- authorize -------------------------------------------------------------------------
 
     async def _authorize(self, request: Request) -> Response:
+        wait = self.authorizations.admit(request.client.host if request.client is not None else None)
+        if wait is not None:
+            page = self._error_page(
+                request, "Too many requests", f"Too many authorization requests. Try again in {wait} seconds.", 429
+            )
+            page.headers["Retry-After"] = str(wait)
+            return page
         params = request.query_params if request.method == "GET" else await request.form(max_files=0)
         client_id = params.get("client_id")
         if not isinstance(client_id, str) or not client_id:
@@ -334,9 +345,14 @@ class AuthorizationServer:
     # -- sign-in ---------------------------------------------------------------------------
 
     async def _pending(self, request_id: str) -> AuthorizationRequestRecord | None:
+        """The stored (signed-in) request with this id, unexpired; else None."""
         if REQUEST_ID_RE.fullmatch(request_id) is None:
             return None
-        return await self._store.get_request(request_id, utc_now())
+        return await self._store.get_request(request_id, self.provider.clock())
+
+    def _sealed(self, sealed: str) -> AuthorizationRequestRecord | None:
+        """The request a sign-in page carries (sealed by ``/oauth/authorize``), unexpired; else None."""
+        return self.provider.pending.open(sealed, self.provider.clock())
 
     def _expired_page(self, request: Request) -> Response:
         return self._error_page(
@@ -374,7 +390,7 @@ class AuthorizationServer:
 
     async def _login_form(self, request: Request) -> Response:
         request_id = request.query_params.get("request", "")
-        pending = await self._pending(request_id)
+        pending = self._sealed(request_id)
         if pending is None:
             return self._expired_page(request)
         view = await self._client_view(pending)
@@ -389,7 +405,7 @@ class AuthorizationServer:
     async def _login_submit(self, request: Request) -> Response:
         form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS)
         request_id = _field(form, "request")
-        pending = await self._pending(request_id)
+        pending = self._sealed(request_id)
         if pending is None:
             return self._expired_page(request)
         view = await self._client_view(pending)
@@ -398,10 +414,6 @@ class AuthorizationServer:
         browser = request.cookies.get(BROWSER_COOKIE)
         if browser is None or not self._csrf.check(_field(form, "csrf"), "login", request_id, browser):
             return self._forbidden_page(request)
-        if pending.browser_binding is not None and not secrets.compare_digest(
-            pending.browser_binding, secret_digest(browser)
-        ):
-            return self._forbidden_page(request)  # signed in from another browser already: no re-binding
         csrf = self._csrf.issue("login", request_id, browser)
         username = _field(form, "username").strip()
         password = _field(form, "password")
@@ -431,9 +443,12 @@ class AuthorizationServer:
         if user is None:
             return again("Invalid username or password.", 401)
         self.throttle.record_success(username, address, attempt)
-        if not await self._store.bind_request(request_id, user.id, secret_digest(browser)):
-            return self._expired_page(request)
-        response = RedirectResponse(f"{self._consent_path}?{urlencode({'request': request_id})}", status_code=303)
+        wait = self.authorizations.admit(address)  # each sign-in stores a row: counted with /oauth/authorize calls
+        if wait is not None:
+            return again(f"Too many sign-ins. Try again in {wait} seconds.", 429, {"Retry-After": str(wait)})
+        stored = replace(pending, id=secrets.token_urlsafe(32), user_id=user.id, browser_binding=secret_digest(browser))
+        await self._store.save_request(stored)  # the first write of this authorization: a user has signed in
+        response = RedirectResponse(f"{self._consent_path}?{urlencode({'request': stored.id})}", status_code=303)
         response.headers.update(PAGE_HEADERS)
         self._set_browser_cookie(response, browser)  # the cookie the request is now bound to (fresh max-age)
         return response
@@ -463,16 +478,24 @@ class AuthorizationServer:
     async def _signed_in(
         self, request: Request, request_id: str
     ) -> tuple[AuthorizationRequestRecord, User, ClientView] | Response:
-        """The pending request, its signed-in user and client, when this browser signed in for it; else a page."""
+        """The stored request, its signed-in user and client, when this browser signed in for it; else a page.
+
+        A sealed request (no one signed in yet) is sent to the sign-in page.
+        """
         pending = await self._pending(request_id)
-        if pending is None:
-            return self._expired_page(request)
-        if pending.user_id is None or pending.browser_binding is None:
+        if pending is None and self._sealed(request_id) is not None:
             response = RedirectResponse(f"{self._login_path}?{urlencode({'request': request_id})}", status_code=303)
             response.headers.update(PAGE_HEADERS)
             return response
+        if pending is None:
+            return self._expired_page(request)
         browser = request.cookies.get(BROWSER_COOKIE)
-        if browser is None or not secrets.compare_digest(secret_digest(browser), pending.browser_binding):
+        if (
+            browser is None
+            or pending.user_id is None
+            or pending.browser_binding is None
+            or not secrets.compare_digest(secret_digest(browser), pending.browser_binding)
+        ):
             return self._forbidden_page(request)
         user = await self._credentials.get_user(pending.user_id)
         view = await self._client_view(pending)

@@ -17,12 +17,13 @@ Sources: OWASP Authentication Cheat Sheet ("Protect against automated attacks"),
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 
-__all__ = ["MAX_TRACKED_KEYS", "LoginThrottle"]
+__all__ = ["MAX_TRACKED_KEYS", "AddressLimit", "LoginThrottle", "address_key"]
 
 MAX_TRACKED_KEYS = 10_000
 """Keys (usernames and addresses) whose recent failures are remembered at once."""
@@ -110,3 +111,46 @@ class LoginThrottle:
     def __len__(self) -> int:
         """Keys currently tracked."""
         return len(self._failures)
+
+
+def address_key(host: str | None) -> str:
+    """The key a client address is limited under: the address itself, or for IPv6 its /64 network.
+
+    One IPv6 host usually holds a whole /64 (RFC 6177; SLAAC privacy addresses, RFC 8981), so a
+    per-address limit keyed on full IPv6 addresses would limit nothing. Unparsable hosts (a Unix
+    socket, a test client's name) are used as they are; no host is ``""``.
+    """
+    if not host:
+        return ""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network(f"{address}/64", strict=False))
+    return str(address)
+
+
+class AddressLimit:
+    """At most ``limit`` requests per client address (:func:`address_key`) in a sliding window.
+
+    In-process and bounded like :class:`LoginThrottle` (at most :data:`MAX_TRACKED_KEYS` addresses).
+
+    Args:
+        limit: requests admitted per address within the window (≥ 1).
+        window_seconds: the window's length (> 0).
+        clock: monotonic seconds (tests pass a fake one).
+    """
+
+    def __init__(self, limit: int, window_seconds: float, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._counts = LoginThrottle(limit, window_seconds, clock=clock)
+
+    def admit(self, host: str | None) -> int | None:
+        """Count a request from ``host`` and return None, or refuse it (not counted): whole seconds to wait."""
+        key = address_key(host)
+        wait = self._counts.retry_after(key, None)
+        if wait is None:
+            self._counts.record_failure(key, None)  # the underlying counter counts "failures": here, requests
+        return wait
