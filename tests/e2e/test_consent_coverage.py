@@ -105,8 +105,7 @@ async def consent_html(gateway: GatewayProcess) -> AsyncGenerator[str]:
         client = await browser.register(client_name="Desk App")
         _, challenge = pkce()
         request_id = await browser.start(client["client_id"], challenge, resource=f"{gateway.url}/mcp")
-        signed_in = await browser.login(request_id)
-        assert signed_in.status_code == 303, signed_in.text
+        request_id = await browser.sign_in(request_id)
         page = await browser.consent_page(request_id)
         assert page.status_code == 200, page.text
         yield page.text

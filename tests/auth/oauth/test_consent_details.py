@@ -36,7 +36,7 @@ async def test_public_agents_are_not_offered_and_the_grant_is_explained(oauth: O
     client = await browser.register()
     _, challenge = pkce()
     request_id = await browser.start(client["client_id"], challenge, resource=f"{oauth.base}/mcp")
-    assert (await browser.login(request_id)).status_code == 303
+    request_id = await browser.sign_in(request_id)
     page = await browser.consent_page(request_id)
     assert page.status_code == 200
     assert checkboxes(page.text) == {"alpha": True, "beta": True, "faq": True}
