@@ -253,7 +253,7 @@ class StoreUnavailableError(ServiceUnavailableError):
         self.headers["Retry-After"] = str(STORE_RETRY_AFTER_SECONDS)
 
     def __str__(self) -> str:
-        return f"database {self.database} unavailable: {self.reason}"
+        return f"cannot use the database {self.database}: {self.reason}"
 
 
 class MisdirectedRequestError(GatewayError):

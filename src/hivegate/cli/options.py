@@ -11,7 +11,10 @@ from rich.table import Column
 
 from hivegate.settings import Settings, SettingsError, load_settings
 
-__all__ = ["ConfigOption", "DatabaseOption", "err_console", "id_column", "settings_from"]
+__all__ = ["DATABASE_UNAVAILABLE_EXIT", "ConfigOption", "DatabaseOption", "err_console", "id_column", "settings_from"]
+
+DATABASE_UNAVAILABLE_EXIT = 4
+"""Exit status of any command whose database is unreachable or refuses it (one line on stderr, no traceback)."""
 
 err_console = Console(stderr=True)
 

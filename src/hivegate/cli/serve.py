@@ -1,4 +1,10 @@
-"""``hivegate serve``: run the gateway with uvicorn."""
+"""``hivegate serve``: run the gateway with uvicorn.
+
+Before listening, the database is reached and migrated; when it cannot be (unreachable, no answer
+within ``database.connect_timeout_seconds`` / ``statement_timeout_seconds``, refusing the
+migration), the command prints one line naming the database and exits with status 4 (see
+:mod:`hivegate.cli`). A failure later in start-up (applying ``--config``'s agents) ends the same way.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,9 @@ import anyio
 import typer
 
 from hivegate.agents.loader import AgentsFileError, load_agents_file
-from hivegate.cli.options import ConfigOption, DatabaseOption, err_console, settings_from
+from hivegate.cli.options import DATABASE_UNAVAILABLE_EXIT, ConfigOption, DatabaseOption, err_console, settings_from
+from hivegate.settings import Settings
+from hivegate.storage.credentials import MEMORY_URL
 
 if TYPE_CHECKING:
     import uvicorn
@@ -53,6 +61,7 @@ def serve(
     logging.basicConfig(level=settings.server.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     if settings.server.log_level != "debug":
         logging.getLogger("alembic").setLevel(logging.WARNING)  # "Context impl SQLiteImpl" once per store
+    anyio.run(_check_database, settings)  # StoreUnavailableError: one line, exit status 4 (hivegate.cli)
     try:
         sock = _bind(settings.server.host, settings.server.port)
     except OSError as exc:
@@ -82,8 +91,22 @@ def serve(
         lifespan="on",
     )
     status = anyio.run(_run, uvicorn.Server(uv_config), sock, backend_options={"use_uvloop": True})
+    if app.startup_failure is not None:  # the lifespan logged it as one line
+        raise typer.Exit(DATABASE_UNAVAILABLE_EXIT)
     if status:
         raise typer.Exit(status)
+
+
+async def _check_database(settings: Settings) -> None:
+    """Reach and migrate the database before listening (idempotent; the lifespan finds it current).
+
+    Raises:
+        StoreUnavailableError: it is unreachable, does not answer in time, or refuses the migration.
+    """
+    if settings.database.url != MEMORY_URL:
+        from hivegate.storage.migrate import upgrade
+
+        await upgrade(settings.database.url, limits=settings.database.limits())
 
 
 def _bind(host: str, port: int) -> socket.socket:

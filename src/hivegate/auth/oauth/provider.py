@@ -43,6 +43,7 @@ from hivegate.auth.oauth.redirects import check_redirect_uri
 from hivegate.auth.principal import agent_scope
 from hivegate.auth.tokens import InvalidAccessToken, TokenCodec
 from hivegate.auth.urls import agent_resource
+from hivegate.errors import StoreUnavailableError
 from hivegate.settings import Settings
 from hivegate.storage.credentials import CredentialStore, User, new_id
 from hivegate.storage.oauth import (
@@ -295,7 +296,8 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
         Raises:
             AuthorizeError: ``invalid_request`` for a code challenge that is not an S256 value or an
                 oversized ``state``; ``invalid_target`` for a ``resource`` that is not one of this
-                gateway's MCP endpoints (RFC 8707 §2).
+                gateway's MCP endpoints (RFC 8707 §2); ``temporarily_unavailable`` when the database
+                cannot store the request (RFC 6749 §4.1.2.1: a redirect cannot carry a 503).
         """
         if _S256_CHALLENGE.fullmatch(params.code_challenge) is None:
             raise AuthorizeError("invalid_request", "code_challenge must be a BASE64URL SHA-256 value (S256)")
@@ -305,20 +307,22 @@ class GatewayOAuthProvider(OAuthAuthorizationServerProvider[_Code, _Refresh, _Ac
             raise AuthorizeError("invalid_target", "resource is not an MCP endpoint of this server")
         now = utc_now()
         request_id = secrets.token_urlsafe(32)
-        await self._store.save_request(
-            AuthorizationRequestRecord(
-                id=request_id,
-                client_id=client.client_id,
-                redirect_uri=str(params.redirect_uri),
-                redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
-                state=params.state,
-                scopes=tuple(params.scopes or ()),
-                code_challenge=params.code_challenge,
-                resource=params.resource,
-                created_at=now,
-                expires_at=now + timedelta(seconds=self._settings.security.authorization_request_ttl_seconds),
-            )
+        record = AuthorizationRequestRecord(
+            id=request_id,
+            client_id=client.client_id,
+            redirect_uri=str(params.redirect_uri),
+            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
+            state=params.state,
+            scopes=tuple(params.scopes or ()),
+            code_challenge=params.code_challenge,
+            resource=params.resource,
+            created_at=now,
+            expires_at=now + timedelta(seconds=self._settings.security.authorization_request_ttl_seconds),
         )
+        try:
+            await self._store.save_request(record)
+        except StoreUnavailableError:
+            raise AuthorizeError("temporarily_unavailable", "the server cannot take requests now; try again") from None
         return f"{self._login_path}?{urlencode({'request': request_id})}"
 
     async def issue_code(self, request: AuthorizationRequestRecord, user_id: str, agents: Sequence[str]) -> str:
