@@ -225,7 +225,10 @@ async def _purge_expired(store: OAuthStore, interval_seconds: float) -> None:
         await anyio.sleep(interval_seconds)
         try:
             removed = await store.purge_expired(datetime.now(UTC))
-        except Exception:  # a store outage must not end the server; /readyz reports it
+        except StoreUnavailableError as exc:  # an outage must not end the server; the store logs it
+            logger.debug("purging expired OAuth records failed: %s", exc)
+            continue
+        except Exception:  # nor anything else
             logger.warning("purging expired OAuth records failed", exc_info=True)
             continue
         if removed:
