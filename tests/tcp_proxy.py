@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import socket
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine, Generator
 from typing import Any
 
 from sqlalchemy.engine import make_url
@@ -127,7 +127,7 @@ class TcpProxy:
 
 
 @contextlib.contextmanager
-def running_proxy(target_port: int) -> Iterator[TcpProxy]:
+def running_proxy(target_port: int) -> Generator[TcpProxy]:
     """A started :class:`TcpProxy`, stopped afterwards."""
     proxy = TcpProxy(target_port)
     proxy.start()

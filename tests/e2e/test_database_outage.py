@@ -16,9 +16,13 @@ stderr naming the database without its password, and exit status 4, no traceback
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
+import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -224,3 +228,130 @@ def test_postgres_not_answering_is_503_within_the_limits(served_on_postgres: Ser
     served.proxy.forward()
     _assert_served_again(served)
     assert "Traceback" not in served.gateway.output()
+
+
+# -- SQLite: another process holds the write lock ----------------------------------------------------
+
+
+def test_sqlite_locked_by_another_writer_fails_readiness_and_writes(tmp_path: Path) -> None:
+    """Issue 7 item 5: another process holds SQLite's write lock: ``/readyz`` reports the database refusing
+    writes (503), an OAuth write answers 503 ``temporarily_unavailable``, reads are still served."""
+    database = tmp_path / "hivegate.db"
+    url = f"sqlite+aiosqlite:///{database}"
+    key = anyio.run(_seed, url)
+    with run_gateway(_config(tmp_path), database_url=url, env=LIMITS_ENV, dev=False) as gateway:
+        assert httpx.get(f"{gateway.url}/readyz", timeout=30).status_code == 200
+        holder = sqlite3.connect(database, isolation_level=None, timeout=5)
+        holder.execute("BEGIN IMMEDIATE")  # e.g. a stuck `hivegate agents apply` elsewhere
+        try:
+            ready, elapsed = _timed(lambda: httpx.get(f"{gateway.url}/readyz", timeout=30))
+            _assert_plane_error("readyz", ready)
+            assert elapsed < BOUND_SECONDS
+            registration = {"redirect_uris": ["http://127.0.0.1:9/cb"], "client_name": "locked"}
+            registered, elapsed = _timed(
+                lambda: httpx.post(f"{gateway.url}/oauth/register", json=registration, timeout=30)
+            )
+            _assert_plane_error("oauth register", registered)
+            assert elapsed < BOUND_SECONDS
+            auth = {"Authorization": f"Bearer {key}"}
+            listed = httpx.post(
+                f"{gateway.url}/alpha/mcp", json=LIST_MODERN, headers={**JSON, **MODERN, **auth}, timeout=30
+            )
+            assert listed.status_code == 200, listed.text  # reading the key works; its last-use write waits
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert httpx.get(f"{gateway.url}/readyz", timeout=30).status_code == 200
+        assert "Traceback" not in gateway.output()
+
+
+# -- start-up ------------------------------------------------------------------------------------------
+
+STARTUP_BOUND_SECONDS = 45.0
+"""A whole `hivegate serve` run that gives up on its database: interpreter start-up and imports (slow on a
+loaded machine) plus the 1 s connect timeout. Without the limits it waited 85 s, or for ever."""
+
+
+def _command(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run ``python -m hivegate ARGS`` to completion (bounded), with real secrets and the short limits."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "hivegate", *args],
+        cwd=ROOT,
+        env={**os.environ, **LIMITS_ENV, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=STARTUP_BOUND_SECONDS * 2,
+        check=False,
+    )
+    return done, time.monotonic() - started
+
+
+def _assert_one_line_exit_4(done: subprocess.CompletedProcess[str], elapsed: float, database: str) -> None:
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 4, done.stderr
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: cannot use the database "), lines[0]
+    assert database in lines[0], lines[0]
+    assert "hunter2" not in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr + done.stdout
+    assert "listening" not in done.stdout
+    assert elapsed < STARTUP_BOUND_SECONDS, f"{elapsed:.1f} s"
+
+
+def test_serve_on_a_sqlite_path_that_is_no_database_is_one_line_and_exit_4(tmp_path: Path) -> None:
+    """Issue 7 item 5: a database that cannot be opened at start-up: one line naming it, exit status 4."""
+    folder = tmp_path / "a-folder-not-a-file"
+    folder.mkdir()
+    url = f"sqlite+aiosqlite:///{folder}"
+    done, elapsed = _command("serve", "--port", "0", "--database-url", url)
+    _assert_one_line_exit_4(done, elapsed, url)
+
+
+@pytest.mark.postgres
+def test_serve_and_cli_on_unreachable_postgres_are_one_line_and_exit_4(tmp_path: Path) -> None:
+    """Issue 7 item 5: PostgreSQL refusing, or never answering, at start-up: one line (no password), exit 4."""
+    server = os.environ.get("HIVEGATE_TEST_POSTGRES_URL")
+    if not server:
+        pytest.skip("PostgreSQL runs need HIVEGATE_TEST_POSTGRES_URL")
+    with running_proxy(make_url(server).port or 5432) as proxy:
+        url = make_url(proxy.url_for(server)).set(password="hunter2-secret").render_as_string(hide_password=False)
+        shown = make_url(url).render_as_string(hide_password=True)
+        proxy.refuse()
+        _assert_one_line_exit_4(*_command("serve", "--port", "0", "--database-url", url), shown)
+        _assert_one_line_exit_4(*_command("users", "list", "--database-url", url), shown)
+        proxy.blackhole()
+        _assert_one_line_exit_4(*_command("serve", "--port", "0", "--database-url", url), shown)
+
+
+@contextlib.contextmanager
+def _immutable(path: Path) -> Generator[None]:
+    """Make ``path`` read-only even for root (``chattr +i``); skip where that is not possible."""
+    if os.geteuid() != 0:
+        path.chmod(0o444)
+        try:
+            yield
+        finally:
+            path.chmod(0o644)
+        return
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True, check=False).returncode != 0:
+        pytest.skip("running as root without chattr +i: cannot make a file read-only")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], capture_output=True, check=True)
+
+
+def test_serve_whose_start_up_writes_are_refused_is_one_error_line_and_exit_4(tmp_path: Path) -> None:
+    """Issue 7 item 5: the database opens but refuses start-up's writes (read-only file, ``--config`` agents to
+    apply): the lifespan fails with the one-line error (no traceback) and ``serve`` exits with status 4."""
+    database = tmp_path / "hivegate.db"
+    url = f"sqlite+aiosqlite:///{database}"
+    anyio.run(_seed, url)  # migrated; the agents of the config file are not applied yet
+    with _immutable(database):
+        done, elapsed = _command("serve", "--port", "0", "--database-url", url, "--config", str(_config(tmp_path)))
+    assert done.returncode == 4, done.stderr
+    assert f"cannot use the database {url}" in done.stderr
+    assert "readonly" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert elapsed < STARTUP_BOUND_SECONDS

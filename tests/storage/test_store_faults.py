@@ -15,7 +15,7 @@ import os
 import sqlite3
 import subprocess
 import time
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -43,7 +43,7 @@ def _agent(agent_id: str) -> AgentSpec:
 
 
 @contextlib.contextmanager
-def _bounded(seconds: float) -> Iterator[None]:
+def _bounded(seconds: float) -> Generator[None]:
     started = time.monotonic()
     yield
     elapsed = time.monotonic() - started
@@ -51,7 +51,7 @@ def _bounded(seconds: float) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _sqlite_lock(path: Path, statement: str, *, exclusive_mode: bool = False) -> Iterator[None]:
+def _sqlite_lock(path: Path, statement: str, *, exclusive_mode: bool = False) -> Generator[None]:
     """Hold a lock on the SQLite file at ``path`` from another connection for the block."""
     holder = sqlite3.connect(path, isolation_level=None, timeout=5)
     try:
@@ -126,7 +126,7 @@ async def test_sqlite_refusing_writes_fails_ping_but_serves_reads(sqlite_url: st
 
 
 @contextlib.contextmanager
-def _read_only(path: Path) -> Iterator[None]:
+def _read_only(path: Path) -> Generator[None]:
     """Make the SQLite file read-only for this process (root ignores modes: an immutable file then)."""
     if os.geteuid() != 0:
         path.chmod(0o444)

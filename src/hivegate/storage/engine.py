@@ -29,12 +29,14 @@ import functools
 import inspect
 import logging
 import sqlite3
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+import anyio.to_thread
 from sqlalchemy import Connection, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
@@ -50,6 +52,7 @@ __all__ = [
     "SqlStore",
     "create_sql_engine",
     "describe_database",
+    "settle_sqlite_threads",
     "store_unavailable",
 ]
 
@@ -126,6 +129,18 @@ def create_sql_engine(url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> Asyn
     event.listen(engine.sync_engine, "connect", functools.partial(_on_sqlite_connect, round(statement * 1000)))
     event.listen(engine.sync_engine, "begin", _on_sqlite_begin)
     return engine
+
+
+async def settle_sqlite_threads(timeout_seconds: float = 1.0) -> None:
+    """Wait (bounded) for aiosqlite's worker threads to end, before the caller's event loop closes.
+
+    A failed ``aiosqlite.connect`` queues its own clean-up on its worker thread without awaiting
+    it; if the loop has closed by then (a CLI command ending on that very failure), the thread
+    dies printing a traceback. Call this after a SQLite failure once the engine is disposed.
+    """
+    for thread in threading.enumerate():
+        if thread.name.endswith("(_connection_worker_thread)"):
+            await anyio.to_thread.run_sync(thread.join, timeout_seconds)
 
 
 def describe_database(url: URL) -> str:

@@ -18,6 +18,7 @@ from hivegate.storage.engine import (
     DatabaseLimits,
     create_sql_engine,
     describe_database,
+    settle_sqlite_threads,
     store_unavailable,
 )
 
@@ -78,6 +79,9 @@ async def upgrade(url: str, revision: str = "head", *, limits: DatabaseLimits = 
         error = store_unavailable(exc, describe_database(engine.url))
         if error is None or error is exc:
             raise
+        await engine.dispose()
+        if engine.dialect.name == "sqlite":
+            await settle_sqlite_threads()
         raise error from exc
     finally:
         await engine.dispose()
