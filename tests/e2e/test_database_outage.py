@@ -35,6 +35,7 @@ from sqlalchemy.engine import make_url
 
 from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.passwords import hash_password
+from hivegate.auth.tokens import TokenCodec
 from hivegate.storage.credentials import create_credential_store
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 from tests.tcp_proxy import TcpProxy, running_proxy
@@ -136,9 +137,21 @@ def _requests(served: Served) -> dict[str, Any]:
     timeout = BOUND_SECONDS + 10
     post, get = partial(httpx.post, timeout=timeout), partial(httpx.get, timeout=timeout)
     request_id = "r" * 43
+    codec = TokenCodec(url, SECRET.encode(), 3600)
+    token, _ = codec.mint(
+        subject="usr_alice", audience=[f"{url}/alpha/mcp"], client_id="c", scopes=("agent:alpha",), grant_id="grt_x"
+    )
+    oauth = {"Authorization": f"Bearer {token}"}
+    agent_key = {"X-Agent-API-Key": "bak_" + "0" * 64}
     return {
         "agent modern (lean path)": lambda: post(
             f"{url}/alpha/mcp", json=LIST_MODERN, headers={**JSON, **MODERN, **auth}
+        ),
+        "agent modern, OAuth access token": lambda: post(
+            f"{url}/alpha/mcp", json=LIST_MODERN, headers={**JSON, **MODERN, **oauth}
+        ),
+        "agent modern, bak_ key": lambda: post(
+            f"{url}/alpha/mcp", json=LIST_MODERN, headers={**JSON, **MODERN, **agent_key}
         ),
         "agent alias modern": lambda: post(
             f"{url}/agents/alpha/mcp", json=LIST_MODERN, headers={**JSON, **MODERN, **auth}
