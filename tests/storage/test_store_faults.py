@@ -11,6 +11,7 @@ failure must surface as :class:`~hivegate.errors.StoreUnavailableError` (code
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import sqlite3
 import subprocess
@@ -27,6 +28,8 @@ from hivegate.settings import load_settings
 from hivegate.storage import DatabaseLimits, create_agent_store
 from hivegate.storage.credentials import CredentialStore, create_credential_store
 from hivegate.storage.credentials_sql import SqlCredentialStore
+from hivegate.storage.engine import SqlStore
+from hivegate.storage.oauth_sql import SqlOAuthStore
 from hivegate.storage.sql import SqlAgentStore
 from tests.storage.cleanup import clean_database
 from tests.tcp_proxy import TcpProxy, running_proxy
@@ -251,3 +254,18 @@ async def test_postgres_that_does_not_answer_fails_within_the_limits(proxied: st
     finally:
         await credentials.close()
         await store.close()
+
+
+@pytest.mark.parametrize("store_class", [SqlAgentStore, SqlCredentialStore, SqlOAuthStore])
+def test_every_public_store_method_reports_database_failures(store_class: type[SqlStore]) -> None:
+    """Issue 7 item 5: the translation sits at the storage layer, on every public coroutine method
+    (a method added later is covered too: :class:`SqlStore` wraps them when the class is defined)."""
+    methods = [
+        name
+        for name, member in vars(store_class).items()
+        if not name.startswith("_") and inspect.iscoroutinefunction(member)
+    ]
+    assert "ping" in methods
+    assert "close" in methods
+    for name in methods:
+        assert getattr(vars(store_class)[name], "__wrapped__", None) is not None, name
