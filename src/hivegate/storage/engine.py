@@ -20,7 +20,8 @@ statement          server ``statement_timeout``, and the client's  busy timeout:
 pool               ``pool_timeout``: waiting for a free connection  the same
 =================  ==============================================  ==========================================
 
-A store call therefore fails within about pool + connect + statements × statement seconds.
+A store call therefore fails within about pool + connect + statements × (statement + 1) seconds,
+plus up to 2 s for SQLAlchemy to close a PostgreSQL connection that stopped answering.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ CLIENT_TIMEOUT_MARGIN_SECONDS = 1.0
 """PostgreSQL: the client gives up this long after the server's ``statement_timeout`` would have fired."""
 
 PROBE_TIMEOUT_SECONDS = 1.0
-"""How long the readiness write probe (:meth:`SqlStore.probe_write`) may wait for a lock."""
+"""How long the readiness write probe (:meth:`SqlStore._probe_write`) may wait for a lock."""
 
 FAULT_LOG_INTERVAL_SECONDS = 10.0
 """A store logs a database failure at most once per this interval (an outage fails every request)."""
@@ -204,7 +205,7 @@ class SqlStore:
                 logger.warning("%s", error)
         return error
 
-    async def probe_write(self, conn: AsyncConnection, statement: Any) -> None:
+    async def _probe_write(self, conn: AsyncConnection, statement: Any) -> None:
         """Run ``statement`` (a write that changes nothing) in a write transaction on ``conn``, then roll back.
 
         Shows that the database accepts writes (not read-only, not locked by another connection,

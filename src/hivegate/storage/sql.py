@@ -145,7 +145,7 @@ class SqlAgentStore(SqlStore, AgentStore):
             .values(revision=registry_state.c.revision)
         )
         async with self._engine.connect() as conn:
-            await self.probe_write(conn, probe)
+            await self._probe_write(conn, probe)
 
     async def close(self) -> None:
         """See :meth:`AgentStore.close`: disposes the engine's pool."""
