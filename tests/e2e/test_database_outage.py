@@ -248,12 +248,27 @@ def test_postgres_not_answering_is_503_within_the_limits(served_on_postgres: Ser
 
 def test_sqlite_locked_by_another_writer_fails_readiness_and_writes(tmp_path: Path) -> None:
     """Issue 7 item 5: another process holds SQLite's write lock: ``/readyz`` reports the database refusing
-    writes (503), an OAuth write answers 503 ``temporarily_unavailable``, reads are still served."""
+    writes (503), OAuth writes answer 503 ``temporarily_unavailable`` (``/oauth/authorize``: a redirect
+    with that error), reads are still served."""
     database = tmp_path / "hivegate.db"
     url = f"sqlite+aiosqlite:///{database}"
     key = anyio.run(_seed, url)
     with run_gateway(_config(tmp_path), database_url=url, env=LIMITS_ENV, dev=False) as gateway:
         assert httpx.get(f"{gateway.url}/readyz", timeout=30).status_code == 200
+        client = httpx.post(
+            f"{gateway.url}/oauth/register",
+            json={"redirect_uris": ["http://127.0.0.1:9/cb"], "token_endpoint_auth_method": "none"},
+            timeout=30,
+        )
+        assert client.status_code == 201, client.text
+        authorize = {
+            "response_type": "code",
+            "client_id": client.json()["client_id"],
+            "redirect_uri": "http://127.0.0.1:9/cb",
+            "state": "st4te",
+            "code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+            "code_challenge_method": "S256",
+        }
         holder = sqlite3.connect(database, isolation_level=None, timeout=5)
         holder.execute("BEGIN IMMEDIATE")  # e.g. a stuck `hivegate agents apply` elsewhere
         try:
@@ -266,6 +281,15 @@ def test_sqlite_locked_by_another_writer_fails_readiness_and_writes(tmp_path: Pa
             )
             _assert_plane_error("oauth register", registered)
             assert elapsed < BOUND_SECONDS
+            # The client and its redirect URI are known (reads work), the request cannot be stored: a 503
+            # cannot travel in a redirect, so the client hears temporarily_unavailable (RFC 6749 §4.1.2.1).
+            redirected = httpx.get(f"{gateway.url}/oauth/authorize", params=authorize, timeout=30)
+            assert redirected.status_code == 302, redirected.text
+            location = httpx.URL(redirected.headers["location"])
+            assert (location.host, location.path) == ("127.0.0.1", "/cb")
+            assert location.params["error"] == "temporarily_unavailable"
+            assert location.params["state"] == "st4te"
+            assert location.params["iss"] == gateway.url
             auth = {"Authorization": f"Bearer {key}"}
             listed = httpx.post(
                 f"{gateway.url}/alpha/mcp", json=LIST_MODERN, headers={**JSON, **MODERN, **auth}, timeout=30

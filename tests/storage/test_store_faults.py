@@ -269,3 +269,36 @@ def test_every_public_store_method_reports_database_failures(store_class: type[S
     assert "close" in methods
     for name in methods:
         assert getattr(vars(store_class)[name], "__wrapped__", None) is not None, name
+
+
+@contextlib.contextmanager
+def _tiny_filesystem(folder: Path) -> Generator[Path]:
+    """A 1 MiB tmpfs at ``folder`` (needs root; skipped elsewhere), unmounted afterwards."""
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], capture_output=True, check=False
+    )
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root) to fill a disk")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True, check=False)
+
+
+async def test_full_disk_is_store_unavailable(tmp_path: Path) -> None:
+    """Issue 7 item 5: "database or disk is full" on a write is 503 ``store_unavailable``; reads go on."""
+    with _tiny_filesystem(tmp_path / "tiny") as folder:
+        url = f"sqlite+aiosqlite:///{folder / 'full.db'}"
+        credentials = await create_credential_store(url, LIMITS)
+        try:
+            user = await credentials.create_user("alice", "hash")
+            with (folder / "filler").open("wb") as filler, contextlib.suppress(OSError):
+                while True:  # until the file system is full
+                    filler.write(b"\0" * 65536)
+                    filler.flush()
+            with pytest.raises(StoreUnavailableError, match="full"):
+                await credentials.create_user("bob", "h" * 300_000)  # needs pages the disk no longer has
+            assert await credentials.get_user(user.id) == user
+        finally:
+            await credentials.close()
