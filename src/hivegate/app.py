@@ -9,7 +9,12 @@ Routes:
   metadata (:mod:`hivegate.auth.oauth.server`);
 - ``/``: what the gateway serves, HTML or JSON (:mod:`hivegate.home`);
 - ``/healthz``: the process is alive (200 ``{"status":"ok"}``);
-- ``/readyz``: the store answers (200) or not (503).
+- ``/readyz``: the database answers and accepts a write (200) or not (503, within
+  :data:`READINESS_TIMEOUT_SECONDS`).
+
+A database failure at start-up (unreachable, refusing the migration) fails the lifespan with the
+one-line :class:`~hivegate.errors.StoreUnavailableError` message instead of a traceback, and is
+kept as :attr:`HivegateApp.startup_failure` (``hivegate serve`` turns it into exit status 4).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, Router
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from hivegate.agents.loader import load_agents_file
 from hivegate.agents.registry import AgentRegistry
@@ -38,6 +43,7 @@ from hivegate.auth.oauth.redirects import RedirectPolicy
 from hivegate.auth.oauth.server import AuthorizationServer
 from hivegate.auth.resolver import CredentialResolver
 from hivegate.auth.tokens import TokenCodec
+from hivegate.errors import StoreUnavailableError
 from hivegate.home import HomePage
 from hivegate.mcp.coverage import agent_coverage
 from hivegate.mcp.host import AgentHost
@@ -54,6 +60,9 @@ logger = logging.getLogger(__name__)
 
 PURGE_INTERVAL_SECONDS = 600.0
 """How often expired OAuth requests, codes and refresh tokens are deleted."""
+
+READINESS_TIMEOUT_SECONDS = 2.0
+"""``/readyz`` answers 503 when the database has not passed its write probe within this time."""
 
 
 @dataclass
@@ -76,19 +85,16 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Hivega
     At start-up the agents declared in ``settings.config_file`` (if any) are applied to the store.
     """
     holder: dict[str, Gateway] = {}
+    startup = _Startup()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncGenerator[None]:
-        agent_store = store if store is not None else await create_agent_store(settings.database.url)
-        registry = AgentRegistry(agent_store)
-        await registry.refresh()
-        if settings.config_file is not None:
-            specs = load_agents_file(settings.config_file)
-            if specs:
-                await registry.apply(specs)
+        try:
+            agent_store, registry, credentials, oauth = await _open_stores(settings, store)
+        except StoreUnavailableError as exc:
+            startup.failure = exc
+            raise
         host = AgentHost(registry, settings)
-        credentials = await create_credential_store(settings.database.url if store is None else MEMORY_URL)
-        oauth = await create_oauth_store(settings.database.url if store is None else MEMORY_URL)
         base = settings.base_url()
         codec = TokenCodec(
             base,
@@ -146,11 +152,12 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Hivega
         if gateway is None:
             return JSONResponse({"status": "starting"}, status_code=503)
         try:
-            with anyio.fail_after(2):
+            with anyio.fail_after(READINESS_TIMEOUT_SECONDS):
                 await gateway.store.ping()
-        except Exception:  # any store failure means "not ready"; details go to the log only
-            logger.warning("readiness check: store unreachable", exc_info=True)
-            return JSONResponse({"status": "unavailable", "store": "unreachable"}, status_code=503)
+        except (StoreUnavailableError, TimeoutError) as exc:  # details go to the log only
+            logger.warning("readiness check failed: %s", exc if str(exc) else "no answer in time")
+            body = {"status": "unavailable", "store": "unavailable", "code": StoreUnavailableError.code}
+            return JSONResponse(body, status_code=503, headers={"Cache-Control": "no-store"})
         return JSONResponse({"status": "ok", "store": "ok", "agents": len(gateway.registry.all())})
 
     routes = [
@@ -164,7 +171,56 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Hivega
     starlette = Starlette(routes=routes, lifespan=lifespan)
     # No "/mcp/" → "/mcp" redirects: they would be built from an unchecked Host header.
     starlette.router.redirect_slashes = False
-    return HivegateApp(starlette, endpoint, auth_routes)
+    return HivegateApp(starlette, endpoint, auth_routes, startup)
+
+
+async def _open_stores(
+    settings: Settings, store: AgentStore | None
+) -> tuple[AgentStore, AgentRegistry, CredentialStore, OAuthStore]:
+    """Open (and migrate) the stores, load the registry and apply the config file's agents.
+
+    Raises:
+        StoreUnavailableError: the database is unreachable or refuses the migration or the writes.
+    """
+    url, limits = settings.database.url, settings.database.limits()
+    agent_store = store if store is not None else await create_agent_store(url, limits)
+    try:
+        registry = AgentRegistry(agent_store)
+        await registry.refresh()
+        if settings.config_file is not None:
+            specs = load_agents_file(settings.config_file)
+            if specs:
+                await registry.apply(specs)
+        credentials = await create_credential_store(url if store is None else MEMORY_URL, limits)
+    except BaseException:
+        if store is None:
+            await agent_store.close()
+        raise
+    try:
+        oauth = await create_oauth_store(url if store is None else MEMORY_URL, limits)
+    except BaseException:
+        await credentials.close()
+        if store is None:
+            await agent_store.close()
+        raise
+    return agent_store, registry, credentials, oauth
+
+
+class _Startup:
+    """What the lifespan learned at start-up: the database failure that stopped it, if any."""
+
+    def __init__(self) -> None:
+        self.failure: StoreUnavailableError | None = None
+
+    def lifespan_send(self, send: Send) -> Send:
+        """``send`` with the one-line failure as the ``lifespan.startup.failed`` message (not a traceback)."""
+
+        async def reported(message: Message) -> None:
+            if message["type"] == "lifespan.startup.failed" and self.failure is not None:
+                message = {**message, "message": str(self.failure)}
+            await send(message)
+
+        return reported
 
 
 async def _purge_expired(store: OAuthStore, interval_seconds: float) -> None:
@@ -176,7 +232,10 @@ async def _purge_expired(store: OAuthStore, interval_seconds: float) -> None:
         await anyio.sleep(interval_seconds)
         try:
             removed = await store.purge_expired(datetime.now(UTC))
-        except Exception:  # a store outage must not end the server; /readyz reports it
+        except StoreUnavailableError as exc:  # an outage must not end the server; the store logs it
+            logger.debug("purging expired OAuth records failed: %s", exc)
+            continue
+        except Exception:  # nor anything else
             logger.warning("purging expired OAuth records failed", exc_info=True)
             continue
         if removed:
@@ -220,10 +279,16 @@ class HivegateApp:
     ``state`` and ``url_path_for`` reach the wrapped app, so callers can treat this as the app.
     """
 
-    def __init__(self, app: Starlette, endpoint: _LateEndpoint, auth_routes: _LateRouter) -> None:
+    def __init__(self, app: Starlette, endpoint: _LateEndpoint, auth_routes: _LateRouter, startup: _Startup) -> None:
         self._app = app
         self._endpoint = endpoint
         self._auth_routes = auth_routes
+        self._startup = startup
+
+    @property
+    def startup_failure(self) -> StoreUnavailableError | None:
+        """The database failure that stopped the lifespan's start-up, or None."""
+        return self._startup.failure
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._app, name)
@@ -239,6 +304,8 @@ class HivegateApp:
             if len(parts) > 1 and parts[1] in ("oauth", ".well-known"):
                 await self._auth_routes(scope, receive, send)
                 return
+        elif scope["type"] == "lifespan":
+            send = self._startup.lifespan_send(send)
         await self._app(scope, receive, send)
 
 

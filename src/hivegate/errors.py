@@ -25,7 +25,8 @@
     │   └── McpDisabledError          mcp_disabled      403  -32600
     ├── ServiceUnavailableError       service_unavailable 503 -32603
     │   ├── AgentUnavailableError     agent_unavailable 503  -32603
-    │   └── CapacityExhaustedError    capacity_exhausted 503 -32603  (+ Retry-After)
+    │   ├── CapacityExhaustedError    capacity_exhausted 503 -32603  (+ Retry-After)
+    │   └── StoreUnavailableError     store_unavailable 503  -32603  (+ Retry-After)
     ├── RateLimitedError              rate_limited      429  -32603  (+ Retry-After)
     │   └── BudgetExceededError       budget_exceeded   429  -32603  (+ Retry-After)
     ├── MisdirectedRequestError       invalid_host      421  -32600
@@ -34,6 +35,8 @@
     └── InternalError                 internal_error    500  -32603
 
 Route code raises; it never builds error bodies itself. Tests assert ``code``, not messages.
+On the OAuth plane a class's ``oauth_code`` is the RFC 6749 §5.2 ``error`` value (``server_error``
+unless a class says otherwise; ``temporarily_unavailable`` for the 503s).
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ __all__ = [
     "ResourceNotFoundError",
     "ServiceUnavailableError",
     "SessionNotFoundError",
+    "StoreUnavailableError",
     "UnknownEventIdError",
     "UnknownPromptError",
     "UnknownToolError",
@@ -80,6 +84,9 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 LEGACY_RESOURCE_NOT_FOUND = -32002
 
+STORE_RETRY_AFTER_SECONDS = 5
+"""``Retry-After`` of a :class:`StoreUnavailableError` response (RFC 9110 §10.2.3)."""
+
 
 class GatewayError(Exception):
     """Root of hivegate's errors.
@@ -89,11 +96,13 @@ class GatewayError(Exception):
         http_status: the status a plain HTTP rendering uses.
         jsonrpc_code: the JSON-RPC error code an MCP rendering uses.
         data: optional JSON-serialisable detail sent to the client (never internals).
+        oauth_code: the RFC 6749 §5.2 ``error`` value the OAuth plane renders.
     """
 
     code: ClassVar[str] = "gateway_error"
     http_status: ClassVar[int] = 500
     jsonrpc_code: ClassVar[int] = INTERNAL_ERROR
+    oauth_code: ClassVar[str] = "server_error"
 
     def __init__(self, message: str, *, data: Any = None) -> None:
         super().__init__(message)
@@ -234,6 +243,7 @@ class ServiceUnavailableError(GatewayError):
     code = "service_unavailable"
     http_status = 503
     jsonrpc_code = INTERNAL_ERROR
+    oauth_code = "temporarily_unavailable"
 
 
 class AgentUnavailableError(ServiceUnavailableError):
@@ -280,6 +290,26 @@ class BudgetExceededError(RateLimitedError):
     """
 
     code = "budget_exceeded"
+
+
+class StoreUnavailableError(ServiceUnavailableError):
+    """The database failed or did not answer in time (refused, timed out, pool exhausted, locked, read-only, full).
+
+    The client sees only the code and a generic message (503 with ``Retry-After``); ``database``
+    (the URL without its password) and ``reason`` (the driver's one-line cause) are for the server
+    log and the CLI, never for a response.
+    """
+
+    code = "store_unavailable"
+
+    def __init__(self, *, database: str, reason: str) -> None:
+        super().__init__("The gateway's database is unavailable; try again shortly.")
+        self.database = database
+        self.reason = reason
+        self.headers["Retry-After"] = str(STORE_RETRY_AFTER_SECONDS)
+
+    def __str__(self) -> str:
+        return f"cannot use the database {self.database}: {self.reason}"
 
 
 class MisdirectedRequestError(GatewayError):

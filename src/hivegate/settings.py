@@ -40,6 +40,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from hivegate.auth.oauth.redirects import compile_redirect_pattern
+from hivegate.storage.engine import DatabaseLimits
 
 __all__ = [
     "DEFAULT_SECRET",
@@ -103,6 +104,20 @@ class DatabaseSettings(_Group):
     """SQLAlchemy URL: ``sqlite+aiosqlite:///PATH``, ``postgresql+asyncpg://…`` or ``memory://``."""
     poll_interval_seconds: Annotated[float, Field(gt=0, le=3600)] = 1.0
     """How often a running server checks the registry revision for changes made elsewhere."""
+    connect_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 5.0
+    """How long opening a database connection may take (PostgreSQL); then 503 ``store_unavailable``."""
+    statement_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 10.0
+    """How long one statement may run (PostgreSQL ``statement_timeout``) or wait for a lock (SQLite busy timeout)."""
+    pool_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 5.0
+    """How long a request waits for a free pooled connection before 503 ``store_unavailable``."""
+
+    def limits(self) -> DatabaseLimits:
+        """The stores' time limits from these settings."""
+        return DatabaseLimits(
+            connect_timeout_seconds=self.connect_timeout_seconds,
+            statement_timeout_seconds=self.statement_timeout_seconds,
+            pool_timeout_seconds=self.pool_timeout_seconds,
+        )
 
     def describe(self) -> str:
         """The database in use, for people: ``SQLite file /abs/path.db``, the PostgreSQL URL with its

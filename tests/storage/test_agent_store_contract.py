@@ -363,6 +363,7 @@ def test_public_surface() -> None:
         [
             "AgentStore",
             "ApplyReport",
+            "DatabaseLimits",
             "MemoryAgentStore",
             "RegistryChanges",
             "SqlAgentStore",

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import anyio
 
 from hivegate.agents.model import AgentSpec
+from hivegate.errors import StoreUnavailableError
 from hivegate.storage.base import AgentStore, ApplyReport
 
 __all__ = ["AgentChange", "AgentRegistry"]
@@ -105,7 +106,9 @@ class AgentRegistry:
             try:
                 if await self._store.revision() != self._revision:
                     await self.refresh()
-            except Exception:  # the poll loop must survive a store outage; /readyz reports it
+            except StoreUnavailableError as exc:  # an outage: the store logs it, /readyz reports it
+                logger.debug("agent registry refresh failed; retrying: %s", exc)
+            except Exception:  # the poll loop must survive anything else too
                 logger.warning("agent registry refresh failed; retrying", exc_info=True)
 
     def _emit(self, change: AgentChange) -> None:

@@ -13,11 +13,18 @@ as an access token. The audience and the target agent are checked by the caller
 
 Lookups are cached for ``security.credential_cache_seconds`` (default 1 s), so a revocation
 made by another process takes effect within that time; only successful resolutions are cached.
+
+When the database fails, resolution raises :class:`~hivegate.errors.StoreUnavailableError`
+(503 ``store_unavailable``), never a 401: the credential may well be valid. Requests waiting on
+the same lookup share that answer instead of each asking the failing database again. Recording
+a key's ``last_used_at`` is bookkeeping: a database that refuses that write does not fail the
+request.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import time
 from collections.abc import Iterable
@@ -28,11 +35,13 @@ import anyio
 from hivegate.auth.api_keys import AGENT_KEY_PREFIX, KeyKind, parse_api_key
 from hivegate.auth.principal import CredentialKind, Principal, agent_scope
 from hivegate.auth.tokens import InvalidAccessToken, TokenCodec
-from hivegate.errors import AuthenticationError
+from hivegate.errors import AuthenticationError, StoreUnavailableError
 from hivegate.storage.credentials import CredentialStore
 from hivegate.storage.oauth import OAuthStore
 
 __all__ = ["CredentialResolver", "presented_credential"]
+
+logger = logging.getLogger(__name__)
 
 MAX_CREDENTIAL_LENGTH = 8192
 """Longest credential header value looked at (access tokens are well under 2 KiB); longer is refused unread."""
@@ -83,12 +92,13 @@ def presented_credential(headers: Iterable[tuple[str, str]]) -> str | None:
 class _Flight:
     """One credential lookup in progress, awaited by every other request presenting that credential."""
 
-    __slots__ = ("done", "error", "principal")
+    __slots__ = ("done", "error", "outage", "principal")
 
     def __init__(self) -> None:
         self.done = anyio.Event()
         self.principal: Principal | None = None
         self.error: AuthenticationError | None = None
+        self.outage: StoreUnavailableError | None = None
 
 
 class CredentialResolver:
@@ -114,6 +124,7 @@ class CredentialResolver:
             AuthenticationError: malformed or ambiguous headers (``invalid_request``), or a
                 credential that is unknown, revoked, expired, forged, issued by another issuer,
                 or whose user is disabled (``invalid_token``).
+            StoreUnavailableError: the database failed or did not answer in time (503).
         """
         credential = presented_credential(headers)
         if credential is None:
@@ -132,9 +143,11 @@ class CredentialResolver:
             await flight.done.wait()
             if flight.error is not None:  # a fresh error per request: the gate adds per-path headers
                 raise AuthenticationError(flight.error.message, oauth_error=flight.error.oauth_error)
+            if flight.outage is not None:  # the database just failed this lookup: do not ask it again
+                raise StoreUnavailableError(database=flight.outage.database, reason=flight.outage.reason)
             if flight.principal is not None:
                 return flight.principal
-            # the leader failed otherwise (cancelled, store error): look it up ourselves
+            # the leader was cancelled or failed otherwise: look it up ourselves
         flight = _Flight()
         self._inflight[cache_key] = flight
         try:
@@ -142,6 +155,9 @@ class CredentialResolver:
             flight.principal = principal
         except AuthenticationError as exc:
             flight.error = exc
+            raise
+        except StoreUnavailableError as exc:
+            flight.outage = exc
             raise
         finally:
             del self._inflight[cache_key]
@@ -220,4 +236,7 @@ class CredentialResolver:
         if len(self._touched) >= _MAX_CACHE_ENTRIES:
             self._touched.clear()
         self._touched[key_id] = now
-        await self._credentials.touch_api_key(key_id, datetime.now(UTC))
+        try:
+            await self._credentials.touch_api_key(key_id, datetime.now(UTC))
+        except StoreUnavailableError as exc:  # the key was read: serve the request, retry the write later
+            logger.debug("could not record the use of key %s: %s", key_id, exc)

@@ -34,7 +34,7 @@ def _run(config: Path | None, database_url: str | None, action: Callable[[AgentS
     settings = settings_from(config, database={"url": database_url} if database_url else {})
 
     async def main() -> T:
-        store = await create_agent_store(settings.database.url)
+        store = await create_agent_store(settings.database.url, settings.database.limits())
         try:
             return await action(store)
         finally:
@@ -91,7 +91,7 @@ def _warn_unknown_owners(config: Path | None, database_url: str | None, owners: 
     settings = settings_from(config, announce=False, database={"url": database_url} if database_url else {})
 
     async def missing() -> list[str]:
-        store = await create_credential_store(settings.database.url)
+        store = await create_credential_store(settings.database.url, settings.database.limits())
         try:
             return sorted([owner for owner in owners if await store.get_user_by_username(owner) is None])
         finally:

@@ -44,8 +44,8 @@ def list_grants(
     settings = settings_from(config, database={"url": database_url} if database_url else {})
 
     async def action() -> tuple[list[GrantRecord], dict[str, str]]:
-        credentials = await create_credential_store(settings.database.url)
-        oauth = await create_oauth_store(settings.database.url)
+        credentials = await create_credential_store(settings.database.url, settings.database.limits())
+        oauth = await create_oauth_store(settings.database.url, settings.database.limits())
         try:
             user_id: str | None = None
             if user is not None:
@@ -91,7 +91,7 @@ def revoke(
     settings = settings_from(config, database={"url": database_url} if database_url else {})
 
     async def action() -> tuple[GrantRecord | None, bool]:
-        oauth = await create_oauth_store(settings.database.url)
+        oauth = await create_oauth_store(settings.database.url, settings.database.limits())
         try:
             before = await oauth.get_grant(grant_id)
             return await oauth.revoke_grant(grant_id, datetime.now(UTC)), before is not None and not before.active

@@ -13,6 +13,7 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 from hivegate.settings import Settings, SettingsError, load_settings, sqlite_file
 
 __all__ = [
+    "DATABASE_UNAVAILABLE_EXIT",
     "FLAG",
     "MARKUP_MODE",
     "Command",
@@ -25,6 +26,9 @@ __all__ = [
     "id_column",
     "settings_from",
 ]
+
+DATABASE_UNAVAILABLE_EXIT = 4
+"""Exit status of any command whose database is unreachable or refuses it (one line on stderr, no traceback)."""
 
 err_console = Console(stderr=True)
 

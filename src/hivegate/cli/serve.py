@@ -1,4 +1,10 @@
-"""``hivegate serve``: run the gateway with uvicorn."""
+"""``hivegate serve``: run the gateway with uvicorn.
+
+Before listening, the database is reached and migrated; when it cannot be (unreachable, no answer
+within ``database.connect_timeout_seconds`` / ``statement_timeout_seconds``, refusing the
+migration), the command prints one line naming the database and exits with status 4 (see
+:mod:`hivegate.cli`). A failure later in start-up (applying ``--config``'s agents) ends the same way.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,16 @@ import anyio
 import typer
 
 from hivegate.agents.loader import AgentsFileError, load_agents_file
-from hivegate.cli.options import FLAG, ConfigOption, DatabaseOption, err_console, settings_from
+from hivegate.cli.options import (
+    DATABASE_UNAVAILABLE_EXIT,
+    FLAG,
+    ConfigOption,
+    DatabaseOption,
+    err_console,
+    settings_from,
+)
+from hivegate.settings import Settings
+from hivegate.storage.credentials import MEMORY_URL
 
 if TYPE_CHECKING:
     import uvicorn
@@ -47,27 +62,14 @@ def serve(
     if port is not None:
         server_overrides["port"] = port
     settings = settings_from(config, server=server_overrides, database={"url": database_url} if database_url else {})
-    defaults = settings.default_secrets()
-    if defaults and not dev:
-        names = ", ".join(f"{name} (env HIVEGATE_{name.replace('.', '__').upper()})" for name in defaults)
-        err_console.print(
-            f"[red]error:[/red] {names} still {'has' if len(defaults) == 1 else 'have'} the development default. "
-            "Set a random secret of at least "
-            "32 bytes (`openssl rand -hex 32`), or pass --dev for local development."
-        )
-        raise typer.Exit(2)
-    agent_dirs: list[str] = []
-    if settings.config_file is not None:
-        try:
-            agent_dirs = [spec.base_dir for spec in load_agents_file(settings.config_file) if spec.base_dir]
-        except AgentsFileError as exc:
-            err_console.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(2) from None
+    defaults = _refuse_default_secrets(settings, dev)
+    agent_dirs = _agent_dirs(settings)
     if defaults:
         err_console.print("[yellow]--dev:[/yellow] development secrets in use; do not expose this server.")
     logging.basicConfig(level=settings.server.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     if settings.server.log_level != "debug":
         logging.getLogger("alembic").setLevel(logging.WARNING)  # "Context impl SQLiteImpl" once per store
+    anyio.run(_check_database, settings)  # StoreUnavailableError: one line, exit status 4 (hivegate.cli)
     try:
         sock = _bind(settings.server.host, settings.server.port)
     except OSError as exc:
@@ -104,8 +106,35 @@ def serve(
         lifespan="on",
     )
     status = anyio.run(_run, uvicorn.Server(uv_config), sock, backend_options={"use_uvloop": True})
+    if app.startup_failure is not None:  # the lifespan logged it as one line
+        raise typer.Exit(DATABASE_UNAVAILABLE_EXIT)
     if status:
         raise typer.Exit(status)
+
+
+def _refuse_default_secrets(settings: Settings, dev: bool) -> list[str]:
+    """The secrets still at their development default; exit status 2 if there are any outside ``--dev``."""
+    defaults = settings.default_secrets()
+    if defaults and not dev:
+        names = ", ".join(f"{name} (env HIVEGATE_{name.replace('.', '__').upper()})" for name in defaults)
+        err_console.print(
+            f"[red]error:[/red] {names} still {'has' if len(defaults) == 1 else 'have'} the development default. "
+            "Set a random secret of at least "
+            "32 bytes (`openssl rand -hex 32`), or pass --dev for local development."
+        )
+        raise typer.Exit(2)
+    return defaults
+
+
+def _agent_dirs(settings: Settings) -> list[str]:
+    """The folders of the config file's python agents (watched by ``--reload``); exit status 2 on a bad file."""
+    if settings.config_file is None:
+        return []
+    try:
+        return [spec.base_dir for spec in load_agents_file(settings.config_file) if spec.base_dir]
+    except AgentsFileError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
 
 
 def _shown(sock: socket.socket) -> str:
@@ -113,6 +142,18 @@ def _shown(sock: socket.socket) -> str:
     address = sock.getsockname()
     host = f"[{address[0]}]" if ":" in address[0] else address[0]
     return f"http://{host}:{address[1]}"
+
+
+async def _check_database(settings: Settings) -> None:
+    """Reach and migrate the database before listening (idempotent; the lifespan finds it current).
+
+    Raises:
+        StoreUnavailableError: it is unreachable, does not answer in time, or refuses the migration.
+    """
+    if settings.database.url != MEMORY_URL:
+        from hivegate.storage.migrate import upgrade
+
+        await upgrade(settings.database.url, limits=settings.database.limits())
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -41,7 +41,7 @@ def run_with_credentials(
     settings = settings_from(config, database={"url": database_url} if database_url else {})
 
     async def main() -> T:
-        store = await create_credential_store(settings.database.url)
+        store = await create_credential_store(settings.database.url, settings.database.limits())
         try:
             return await action(store)
         finally:

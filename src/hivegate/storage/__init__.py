@@ -9,6 +9,7 @@ the database to the newest schema.
 from __future__ import annotations
 
 from hivegate.storage.base import AgentStore, ApplyReport, RegistryChanges, StoredAgent
+from hivegate.storage.engine import DEFAULT_LIMITS, DatabaseLimits
 from hivegate.storage.memory import MemoryAgentStore
 from hivegate.storage.migrate import upgrade
 from hivegate.storage.sql import SqlAgentStore
@@ -16,6 +17,7 @@ from hivegate.storage.sql import SqlAgentStore
 __all__ = [
     "AgentStore",
     "ApplyReport",
+    "DatabaseLimits",
     "MemoryAgentStore",
     "RegistryChanges",
     "SqlAgentStore",
@@ -26,20 +28,21 @@ __all__ = [
 MEMORY_URL = "memory://"
 
 
-async def create_agent_store(url: str) -> AgentStore:
+async def create_agent_store(url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> AgentStore:
     """The store for ``url``, ready to use; the caller closes it.
 
     Args:
         url: ``memory://`` (nothing persists), or a database URL as for
-            :func:`hivegate.storage.sql.create_sql_engine`; the database is migrated
+            :func:`hivegate.storage.engine.create_sql_engine`; the database is migrated
             to the newest schema first (idempotent).
+        limits: the database time limits (connect, statement, pool).
 
     Raises:
-        sqlalchemy.exc.SQLAlchemyError: when the database is unreachable or migrating fails.
+        StoreUnavailableError: when the database is unreachable or refuses the migration.
         sqlalchemy.exc.ArgumentError: for a URL that is not a database URL.
         ValueError: for an in-memory SQLite URL (use ``memory://``).
     """
     if url == MEMORY_URL:
         return MemoryAgentStore()
-    await upgrade(url)
-    return SqlAgentStore(url)
+    await upgrade(url, limits=limits)
+    return SqlAgentStore(url, limits)

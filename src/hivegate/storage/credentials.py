@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from hivegate.storage.engine import DEFAULT_LIMITS, DatabaseLimits
+
 __all__ = [
     "MAX_ACTIVE_AGENT_KEYS",
     "USERNAME_PATTERN",
@@ -205,16 +207,17 @@ class CredentialStore(Protocol):
         ...
 
 
-async def create_credential_store(url: str) -> CredentialStore:
+async def create_credential_store(url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> CredentialStore:
     """The credential store for ``url``, ready to use; the caller closes it.
 
     Args:
         url: ``memory://`` (nothing persists), or a database URL as for
-            :func:`hivegate.storage.sql.create_sql_engine`; the database is migrated
+            :func:`hivegate.storage.engine.create_sql_engine`; the database is migrated
             to the newest schema first (idempotent).
+        limits: the database time limits (connect, statement, pool).
 
     Raises:
-        sqlalchemy.exc.SQLAlchemyError: when the database is unreachable or migrating fails.
+        StoreUnavailableError: when the database is unreachable or refuses the migration.
         ValueError: for an in-memory SQLite URL (use ``memory://``).
     """
     # Imported here: both implementations import this module for the protocol and records.
@@ -224,5 +227,5 @@ async def create_credential_store(url: str) -> CredentialStore:
 
     if url == MEMORY_URL:
         return MemoryCredentialStore()
-    await upgrade(url)
-    return SqlCredentialStore(url)
+    await upgrade(url, limits=limits)
+    return SqlCredentialStore(url, limits)

@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import Row, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hivegate.storage.credential_tables import api_keys, users
 from hivegate.storage.credentials import (
@@ -34,7 +34,7 @@ from hivegate.storage.credentials import (
     require_key_shape,
     validate_username,
 )
-from hivegate.storage.sql import WRITE_TRANSACTION_OPTION, create_sql_engine
+from hivegate.storage.engine import DEFAULT_LIMITS, WRITE_TRANSACTION_OPTION, DatabaseLimits, SqlStore
 
 __all__ = ["SqlCredentialStore"]
 
@@ -54,23 +54,20 @@ _KEY_COLUMNS = (
 )
 
 
-class SqlCredentialStore(CredentialStore):
+class SqlCredentialStore(SqlStore, CredentialStore):
     """A :class:`CredentialStore` in a SQL database; the schema must already be migrated.
 
     Args:
-        url: a database URL, as for :func:`hivegate.storage.sql.create_sql_engine`.
+        url: a database URL, as for :func:`hivegate.storage.engine.create_sql_engine`.
+        limits: connect, statement and pool timeouts (:class:`~hivegate.storage.engine.DatabaseLimits`).
 
-    Database failures surface as ``sqlalchemy.exc.SQLAlchemyError`` subclasses; a
-    failed write writes nothing.
+    Every method raises :class:`~hivegate.errors.StoreUnavailableError` when the database fails
+    or does not answer within ``limits`` (:class:`~hivegate.storage.engine.SqlStore`); a failed
+    write writes nothing.
     """
 
-    def __init__(self, url: str) -> None:
-        self._engine = create_sql_engine(url)
-
-    @property
-    def engine(self) -> AsyncEngine:
-        """The underlying engine (the store owns and disposes it)."""
-        return self._engine
+    def __init__(self, url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> None:
+        super().__init__(url, limits)
 
     async def create_user(self, username: str, password_hash: str) -> User:
         """See :meth:`CredentialStore.create_user`."""

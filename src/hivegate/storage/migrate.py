@@ -12,7 +12,15 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, text
 
-from hivegate.storage.sql import WRITE_TRANSACTION_OPTION, create_sql_engine
+from hivegate.storage.engine import (
+    DEFAULT_LIMITS,
+    WRITE_TRANSACTION_OPTION,
+    DatabaseLimits,
+    create_sql_engine,
+    describe_database,
+    settle_sqlite_threads,
+    store_unavailable,
+)
 
 __all__ = ["SCRIPT_LOCATION", "alembic_config", "upgrade"]
 
@@ -39,7 +47,7 @@ def alembic_config(url: str | None = None) -> Config:
     return config
 
 
-async def upgrade(url: str, revision: str = "head") -> None:
+async def upgrade(url: str, revision: str = "head", *, limits: DatabaseLimits = DEFAULT_LIMITS) -> None:
     """Migrate the database at ``url`` to ``revision`` (default: the newest), in one transaction.
 
     Idempotent: a database already at ``revision`` is left as it is. Concurrent
@@ -47,16 +55,19 @@ async def upgrade(url: str, revision: str = "head") -> None:
     ``BEGIN IMMEDIATE``), so gateways starting together do not race.
 
     Args:
-        url: a database URL as for :func:`hivegate.storage.sql.create_sql_engine`
+        url: a database URL as for :func:`hivegate.storage.engine.create_sql_engine`
             (a SQLite file's missing parent folder is created).
         revision: an Alembic revision id, or ``"head"``.
+        limits: the time limits of the migration's connection (each migration statement is
+            bounded by ``limits.statement_timeout_seconds``; raise it for a long migration).
 
     Raises:
-        sqlalchemy.exc.SQLAlchemyError: when the database is unreachable or a migration fails
-            (nothing is applied; both backends have transactional DDL here).
+        StoreUnavailableError: when the database is unreachable, does not answer in time, or
+            a migration fails on a database error (nothing is applied; both backends have
+            transactional DDL here).
         alembic.util.CommandError: for an unknown ``revision``.
     """
-    engine = create_sql_engine(url)
+    engine = create_sql_engine(url, limits)
     try:
         async with engine.connect() as connection:
             await connection.execution_options(**{WRITE_TRANSACTION_OPTION: True})
@@ -64,6 +75,14 @@ async def upgrade(url: str, revision: str = "head") -> None:
                 if connection.dialect.name == "postgresql":
                     await connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
                 await connection.run_sync(_upgrade, revision)
+    except Exception as exc:
+        error = store_unavailable(exc, describe_database(engine.url))
+        if error is None or error is exc:
+            raise
+        await engine.dispose()
+        if engine.dialect.name == "sqlite":
+            await settle_sqlite_threads()
+        raise error from exc
     finally:
         await engine.dispose()
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from hivegate.storage.engine import DEFAULT_LIMITS, DatabaseLimits
+
 __all__ = [
     "AuthorizationCodeRecord",
     "AuthorizationRequestRecord",
@@ -245,11 +247,13 @@ class OAuthStore(Protocol):
         ...
 
 
-async def create_oauth_store(url: str) -> OAuthStore:
+async def create_oauth_store(url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> OAuthStore:
     """The OAuth store for ``url`` (``memory://`` or a database URL, migrated first); the caller closes it.
 
+    ``limits`` are the database time limits (connect, statement, pool).
+
     Raises:
-        sqlalchemy.exc.SQLAlchemyError: when the database is unreachable or migrating fails.
+        StoreUnavailableError: when the database is unreachable or refuses the migration.
     """
     from hivegate.storage.migrate import upgrade
     from hivegate.storage.oauth_memory import MemoryOAuthStore
@@ -257,5 +261,5 @@ async def create_oauth_store(url: str) -> OAuthStore:
 
     if url == "memory://":
         return MemoryOAuthStore()
-    await upgrade(url)
-    return SqlOAuthStore(url)
+    await upgrade(url, limits=limits)
+    return SqlOAuthStore(url, limits)

@@ -24,8 +24,9 @@ from typing import Any
 
 from sqlalchemy import Row, Table, delete, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
+from hivegate.storage.engine import DEFAULT_LIMITS, WRITE_TRANSACTION_OPTION, DatabaseLimits, SqlStore
 from hivegate.storage.oauth import (
     AuthorizationCodeRecord,
     AuthorizationRequestRecord,
@@ -41,7 +42,6 @@ from hivegate.storage.oauth_tables import (
     oauth_refresh_tokens,
     oauth_requests,
 )
-from hivegate.storage.sql import WRITE_TRANSACTION_OPTION, create_sql_engine
 
 __all__ = ["SqlOAuthStore"]
 
@@ -97,23 +97,20 @@ _TOKEN_COLUMNS = (
 )
 
 
-class SqlOAuthStore(OAuthStore):
+class SqlOAuthStore(SqlStore, OAuthStore):
     """An :class:`OAuthStore` in a SQL database; the schema must already be migrated.
 
     Args:
-        url: a database URL, as for :func:`hivegate.storage.sql.create_sql_engine`.
+        url: a database URL, as for :func:`hivegate.storage.engine.create_sql_engine`.
+        limits: connect, statement and pool timeouts (:class:`~hivegate.storage.engine.DatabaseLimits`).
 
-    Database failures surface as ``sqlalchemy.exc.SQLAlchemyError`` subclasses; a failed
+    Every method raises :class:`~hivegate.errors.StoreUnavailableError` when the database fails
+    or does not answer within ``limits`` (:class:`~hivegate.storage.engine.SqlStore`); a failed
     write writes nothing. Saving a record whose key exists raises ``ValueError``.
     """
 
-    def __init__(self, url: str) -> None:
-        self._engine = create_sql_engine(url)
-
-    @property
-    def engine(self) -> AsyncEngine:
-        """The underlying engine (the store owns and disposes it)."""
-        return self._engine
+    def __init__(self, url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> None:
+        super().__init__(url, limits)
 
     async def save_client(self, client: OAuthClientRecord) -> None:
         """See :meth:`OAuthStore.save_client`."""

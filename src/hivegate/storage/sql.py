@@ -17,15 +17,20 @@ from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, bindparam, event, insert, or_, select, text, update
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy import Row, Select, bindparam, insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hivegate.agents.model import AgentSpec
 from hivegate.storage.base import AgentStore, ApplyReport, RegistryChanges, StoredAgent
+from hivegate.storage.engine import (
+    DEFAULT_LIMITS,
+    WRITE_TRANSACTION_OPTION,
+    DatabaseLimits,
+    SqlStore,
+    create_sql_engine,
+)
 from hivegate.storage.tables import (
     REGISTRY_STATE_ID,
     agents,
@@ -38,66 +43,21 @@ from hivegate.storage.tables import (
 
 __all__ = ["WRITE_TRANSACTION_OPTION", "SqlAgentStore", "create_sql_engine"]
 
-SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
-"""How long a SQLite writer waits for the write lock before failing with "database is locked"."""
 
-CONNECT_TIMEOUT_SECONDS = 10.0
-"""How long opening a PostgreSQL connection may take."""
-
-WRITE_TRANSACTION_OPTION = "hivegate_write"
-"""Connection execution option marking a write transaction (SQLite: ``BEGIN IMMEDIATE``)."""
-
-_ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg"}
-
-
-def create_sql_engine(url: str) -> AsyncEngine:
-    """An async engine for ``url``, set up the way the registry needs it.
-
-    Args:
-        url: ``sqlite+aiosqlite:///relative/or//absolute/path.db`` or
-            ``postgresql+asyncpg://user@host:port/db``; the bare ``sqlite://`` and
-            ``postgresql://`` schemes get those async drivers.
-
-    SQLite: the file's parent folder is created if missing; every connection gets
-    WAL journaling, foreign keys and a busy timeout of
-    :data:`SQLITE_BUSY_TIMEOUT_SECONDS`, and SQLAlchemy (not the driver) emits
-    ``BEGIN`` (``BEGIN IMMEDIATE`` for write transactions).
-
-    Raises:
-        sqlalchemy.exc.ArgumentError: when ``url`` cannot be parsed.
-        ValueError: for an in-memory SQLite URL (each connection would see its own database).
-    """
-    parsed = _with_async_driver(make_url(url))
-    if parsed.get_backend_name() != "sqlite":
-        return create_async_engine(parsed, connect_args={"timeout": CONNECT_TIMEOUT_SECONDS}, pool_pre_ping=True)
-    database = parsed.database or ""
-    if database in ("", ":memory:") or database.startswith("file:") or parsed.query.get("mode") == "memory":
-        raise ValueError(f"SqlAgentStore needs a SQLite file, not an in-memory database: {url!r}")
-    Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    engine = create_async_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS})
-    event.listen(engine.sync_engine, "connect", _on_sqlite_connect)
-    event.listen(engine.sync_engine, "begin", _on_sqlite_begin)
-    return engine
-
-
-class SqlAgentStore(AgentStore):
+class SqlAgentStore(SqlStore, AgentStore):
     """An :class:`AgentStore` in a SQL database; the schema must already be migrated.
 
     Args:
         url: a database URL, as for :func:`create_sql_engine`.
+        limits: connect, statement and pool timeouts (:class:`~hivegate.storage.engine.DatabaseLimits`).
 
-    Errors from the database (unreachable, schema missing) surface as
-    ``sqlalchemy.exc.SQLAlchemyError`` subclasses; a failed ``apply`` or ``delete``
-    writes nothing.
+    Every method raises :class:`~hivegate.errors.StoreUnavailableError` when the database fails
+    or does not answer within ``limits`` (:class:`~hivegate.storage.engine.SqlStore`); a failed
+    ``apply`` or ``delete`` writes nothing.
     """
 
-    def __init__(self, url: str) -> None:
-        self._engine = create_sql_engine(url)
-
-    @property
-    def engine(self) -> AsyncEngine:
-        """The underlying engine (for event hooks and diagnostics; the store owns and disposes it)."""
-        return self._engine
+    def __init__(self, url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> None:
+        super().__init__(url, limits)
 
     async def apply(self, specs: Sequence[AgentSpec], *, prune: bool = False) -> ApplyReport:
         """See :meth:`AgentStore.apply`; one transaction.
@@ -172,13 +132,20 @@ class SqlAgentStore(AgentStore):
         )
 
     async def ping(self) -> None:
-        """See :meth:`AgentStore.ping`: runs ``SELECT 1``.
+        """See :meth:`AgentStore.ping`: a write that changes nothing (``UPDATE registry_state SET
+        revision = revision``), rolled back, so a database that answers reads but refuses writes
+        (read-only file or server, locked, permission revoked) is reported too.
 
         Raises:
-            sqlalchemy.exc.SQLAlchemyError: or ``OSError``, when the database cannot be reached.
+            StoreUnavailableError: the database cannot be reached or refuses the write.
         """
+        probe = (
+            update(registry_state)
+            .where(registry_state.c.id == REGISTRY_STATE_ID)
+            .values(revision=registry_state.c.revision)
+        )
         async with self._engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
+            await self._probe_write(conn, probe)
 
     async def close(self) -> None:
         """See :meth:`AgentStore.close`: disposes the engine's pool."""
@@ -237,26 +204,3 @@ async def _read_revision(conn: AsyncConnection) -> int:
 async def _set_revision(conn: AsyncConnection, revision: int) -> None:
     query = update(registry_state).where(registry_state.c.id == REGISTRY_STATE_ID).values(revision=revision)
     await conn.execute(query)
-
-
-def _with_async_driver(url: URL) -> URL:
-    driver = _ASYNC_DRIVERS.get(url.drivername)
-    return url.set(drivername=driver) if driver is not None else url
-
-
-def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
-    # The driver's own implicit BEGIN is off: _on_sqlite_begin emits BEGIN itself,
-    # so reads are transactions too and writers can take the lock up front.
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_SECONDS * 1000)}")
-    finally:
-        cursor.close()
-
-
-def _on_sqlite_begin(conn: Connection) -> None:
-    write = conn.get_execution_options().get(WRITE_TRANSACTION_OPTION, False)
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")

@@ -91,12 +91,14 @@ from hivegate.auth.oauth.provider import (
     with_params,
 )
 from hivegate.auth.oauth.redirects import LOOPBACK_REDIRECT_HOSTS
+from hivegate.auth.oauth.rendering import oauth_error_response
 from hivegate.auth.oauth.resource_metadata import protected_resource_metadata
 from hivegate.auth.oauth.throttle import AddressLimit, LoginThrottle
 from hivegate.auth.passwords import hash_password, verify_password
 from hivegate.auth.principal import USER_SCOPE
 from hivegate.auth.tokens import TokenCodec
 from hivegate.auth.urls import agent_resource, user_resource
+from hivegate.errors import GatewayError
 from hivegate.mcp.coverage import GrantCoverage, spec_coverage
 from hivegate.settings import Settings
 from hivegate.storage.credentials import CredentialStore, User
@@ -114,11 +116,37 @@ def _cors(app: ASGIApp, methods: list[str]) -> ASGIApp:
     )
 
 
+ErrorPage = Callable[[Request, GatewayError], Response]
+"""Renders a hivegate error as the browser page of an HTML endpoint."""
+
+
 def _endpoint(
-    handler: Callable[[Request], Awaitable[Response]], *, limit: int, cors: list[str] | None = None
+    handler: Callable[[Request], Awaitable[Response]],
+    *,
+    limit: int,
+    cors: list[str] | None = None,
+    page: ErrorPage | None = None,
 ) -> ASGIApp:
-    app: ASGIApp = RequestBodyLimitMiddleware(request_response(_form_errors_are_400(handler)), limit)
+    app: ASGIApp = RequestBodyLimitMiddleware(
+        request_response(_form_errors_are_400(_rendering_errors(handler, page))), limit
+    )
     return _cors(app, cors) if cors is not None else app
+
+
+def _rendering_errors(
+    handler: Callable[[Request], Awaitable[Response]], page: ErrorPage | None
+) -> Callable[[Request], Awaitable[Response]]:
+    """Answer a hivegate error (a database outage: 503 ``store_unavailable``) in the endpoint's own form:
+    an RFC 6749 §5.2 JSON error (:func:`~hivegate.auth.oauth.rendering.oauth_error_response`), or
+    ``page`` for the browser pages. Never a bare 500."""
+
+    async def rendered(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except GatewayError as exc:
+            return oauth_error_response(exc) if page is None else page(request, exc)
+
+    return rendered
 
 
 def _form_errors_are_400(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
@@ -341,6 +369,13 @@ class AuthorizationServer:
 
     def _error_page(self, request: Request, title: str, message: str, status_code: int) -> Response:
         return self._pages.error(request, title=title, message=message, status_code=status_code)
+
+    def _gateway_error_page(self, request: Request, exc: GatewayError) -> Response:
+        """A hivegate error on a browser page (503 when the database is down), with its headers (``Retry-After``)."""
+        title = "Temporarily unavailable" if exc.http_status == 503 else "Something went wrong"
+        response = self._error_page(request, title, exc.message, exc.http_status)
+        response.headers.update(exc.headers)
+        return response
 
     # -- sign-in ---------------------------------------------------------------------------
 
@@ -692,6 +727,7 @@ class AuthorizationServer:
         get = ["GET", "OPTIONS"]
         post = ["POST", "OPTIONS"]
         sdk_limit = DEFAULT_MAX_REQUEST_BODY_SIZE
+        form, page = FORM_BODY_LIMIT, self._gateway_error_page
         return [
             Route(
                 "/.well-known/oauth-authorization-server",
@@ -714,9 +750,9 @@ class AuthorizationServer:
                 methods=get,
             ),
             Route("/oauth/register", _endpoint(self._register, limit=FORM_BODY_LIMIT, cors=post), methods=post),
-            Route("/oauth/authorize", _endpoint(self._authorize, limit=FORM_BODY_LIMIT), methods=["GET", "POST"]),
-            Route("/oauth/login", _endpoint(self._login_page, limit=FORM_BODY_LIMIT), methods=["GET", "POST"]),
-            Route("/oauth/consent", _endpoint(self._consent, limit=FORM_BODY_LIMIT), methods=["GET", "POST"]),
+            Route("/oauth/authorize", _endpoint(self._authorize, limit=form, page=page), methods=["GET", "POST"]),
+            Route("/oauth/login", _endpoint(self._login_page, limit=form, page=page), methods=["GET", "POST"]),
+            Route("/oauth/consent", _endpoint(self._consent, limit=form, page=page), methods=["GET", "POST"]),
             Route("/oauth/token", _endpoint(self._token, limit=FORM_BODY_LIMIT, cors=post), methods=post),
             Route("/oauth/revoke", _endpoint(self._revoke, limit=FORM_BODY_LIMIT, cors=post), methods=post),
         ]

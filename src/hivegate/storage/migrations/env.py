@@ -15,6 +15,7 @@ from alembic import context
 from sqlalchemy import Connection
 
 from hivegate.storage.credential_tables import api_keys, users
+from hivegate.storage.engine import create_sql_engine
 from hivegate.storage.oauth_tables import (
     oauth_clients,
     oauth_codes,
@@ -22,7 +23,6 @@ from hivegate.storage.oauth_tables import (
     oauth_refresh_tokens,
     oauth_requests,
 )
-from hivegate.storage.sql import create_sql_engine
 from hivegate.storage.tables import metadata
 
 CREDENTIAL_TABLES = (users, api_keys)

@@ -1,0 +1,290 @@
+"""SQL engines for the stores: driver set-up, time limits, and the one translation of database failures.
+
+Every SQL store (``SqlAgentStore``, ``SqlCredentialStore``, ``SqlOAuthStore``) derives from
+:class:`SqlStore`, which wraps each public coroutine method of the store class so that a failure of
+the database raises one :class:`~hivegate.errors.StoreUnavailableError` (503 ``store_unavailable``
+on every wire plane): a refused or dropped connection, no answer within a time limit, an exhausted
+connection pool, SQLite's "database is locked", a read-only or full disk, any other driver error.
+``IntegrityError`` is left alone: the stores turn it into their own errors (a duplicate id, a taken
+username), and one that escapes is a bug, not an outage.
+
+Time limits (:class:`DatabaseLimits`, the ``database.*_timeout_seconds`` settings):
+
+=================  ==============================================  ==========================================
+limit              PostgreSQL (asyncpg)                            SQLite (aiosqlite)
+=================  ==============================================  ==========================================
+connect            ``timeout`` of ``asyncpg.connect``               (a local file: not needed)
+statement          server ``statement_timeout``, and the client's  busy timeout: how long a statement waits
+                   ``command_timeout`` one second later (for a      for another connection's lock
+                   server that does not answer at all)
+pool               ``pool_timeout``: waiting for a free connection  the same
+=================  ==============================================  ==========================================
+
+A store call therefore fails within about pool + connect + statements × (statement + 1) seconds,
+plus up to 2 s for SQLAlchemy to close a PostgreSQL connection that stopped answering.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import anyio.to_thread
+from sqlalchemy import Connection, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from hivegate.errors import StoreUnavailableError
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "WRITE_TRANSACTION_OPTION",
+    "DatabaseLimits",
+    "SqlStore",
+    "create_sql_engine",
+    "describe_database",
+    "settle_sqlite_threads",
+    "store_unavailable",
+]
+
+logger = logging.getLogger(__name__)
+
+WRITE_TRANSACTION_OPTION = "hivegate_write"
+"""Connection execution option marking a write transaction (SQLite: ``BEGIN IMMEDIATE``)."""
+
+CLIENT_TIMEOUT_MARGIN_SECONDS = 1.0
+"""PostgreSQL: the client gives up this long after the server's ``statement_timeout`` would have fired."""
+
+PROBE_TIMEOUT_SECONDS = 1.0
+"""How long the readiness write probe (:meth:`SqlStore._probe_write`) may wait for a lock."""
+
+FAULT_LOG_INTERVAL_SECONDS = 10.0
+"""A store logs a database failure at most once per this interval (an outage fails every request)."""
+
+_ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg"}
+
+_FAILURES = (SQLAlchemyError, OSError, TimeoutError, sqlite3.Error)
+"""What a database failure can surface as: SQLAlchemy's wrappers, socket errors the drivers raise
+unwrapped while connecting, asyncpg's ``command_timeout`` (a bare ``TimeoutError``), sqlite3's own."""
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseLimits:
+    """How long the stores wait for the database, in seconds (see the module docstring for the mapping)."""
+
+    connect_timeout_seconds: float = 5.0
+    statement_timeout_seconds: float = 10.0
+    pool_timeout_seconds: float = 5.0
+
+
+DEFAULT_LIMITS = DatabaseLimits()
+
+
+def create_sql_engine(url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> AsyncEngine:
+    """An async engine for ``url``, set up the way the stores need it.
+
+    Args:
+        url: ``sqlite+aiosqlite:///relative/or//absolute/path.db`` or
+            ``postgresql+asyncpg://user@host:port/db``; the bare ``sqlite://`` and
+            ``postgresql://`` schemes get those async drivers.
+        limits: connect, statement and pool timeouts (module docstring).
+
+    SQLite: the file's parent folder is created if missing; every connection gets WAL
+    journaling, foreign keys and a busy timeout of ``limits.statement_timeout_seconds``, and
+    SQLAlchemy (not the driver) emits ``BEGIN`` (``BEGIN IMMEDIATE`` for write transactions).
+    PostgreSQL: connections are pinged when checked out of the pool.
+
+    Raises:
+        sqlalchemy.exc.ArgumentError: when ``url`` cannot be parsed.
+        ValueError: for an in-memory SQLite URL (each connection would see its own database).
+    """
+    parsed = _with_async_driver(make_url(url))
+    statement = limits.statement_timeout_seconds
+    if parsed.get_backend_name() != "sqlite":
+        connect_args = {
+            "timeout": limits.connect_timeout_seconds,
+            "command_timeout": statement + CLIENT_TIMEOUT_MARGIN_SECONDS,
+            "server_settings": {"statement_timeout": str(round(statement * 1000))},
+        }
+        return create_async_engine(
+            parsed, connect_args=connect_args, pool_pre_ping=True, pool_timeout=limits.pool_timeout_seconds
+        )
+    database = parsed.database or ""
+    if database in ("", ":memory:") or database.startswith("file:") or parsed.query.get("mode") == "memory":
+        raise ValueError(f"a SQL store needs a SQLite file, not an in-memory database: {url!r}")
+    Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_async_engine(parsed, connect_args={"timeout": statement}, pool_timeout=limits.pool_timeout_seconds)
+    event.listen(engine.sync_engine, "connect", functools.partial(_on_sqlite_connect, round(statement * 1000)))
+    event.listen(engine.sync_engine, "begin", _on_sqlite_begin)
+    return engine
+
+
+async def settle_sqlite_threads(timeout_seconds: float = 1.0) -> None:
+    """Wait (bounded) for aiosqlite's worker threads to end, before the caller's event loop closes.
+
+    A failed ``aiosqlite.connect`` queues its own clean-up on its worker thread without awaiting
+    it; if the loop has closed by then (a CLI command ending on that very failure), the thread
+    dies printing a traceback. Call this after a SQLite failure once the engine is disposed.
+    """
+    for thread in threading.enumerate():
+        if thread.name.endswith("(_connection_worker_thread)"):
+            await anyio.to_thread.run_sync(thread.join, timeout_seconds)
+
+
+def describe_database(url: URL) -> str:
+    """``url`` as it may be printed or logged: the password masked (``***``)."""
+    return url.render_as_string(hide_password=True)
+
+
+def store_unavailable(exc: BaseException, database: str) -> StoreUnavailableError | None:
+    """The :class:`StoreUnavailableError` for a database failure ``exc``; None when ``exc`` is not one.
+
+    ``reason`` is one line naming the cause (the driver's message, never the SQL or its parameters).
+    """
+    if isinstance(exc, StoreUnavailableError):
+        return exc
+    if isinstance(exc, IntegrityError) or not isinstance(exc, _FAILURES):
+        return None
+    return StoreUnavailableError(database=database, reason=_reason(exc))
+
+
+class SqlStore:
+    """Base of the SQL stores: owns the engine, and reports database failures as one error.
+
+    Every public coroutine method a subclass defines is wrapped: a database failure raised in it
+    (see the module docstring) becomes :class:`~hivegate.errors.StoreUnavailableError`, logged at
+    most once per :data:`FAULT_LOG_INTERVAL_SECONDS` with the database and the cause.
+
+    Args:
+        url: a database URL, as for :func:`create_sql_engine`.
+        limits: the time limits of its engine.
+    """
+
+    def __init__(self, url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> None:
+        self._engine = create_sql_engine(url, limits)
+        self._busy_timeout_ms = round(limits.statement_timeout_seconds * 1000)
+        self._database = describe_database(self._engine.url)
+        self._quiet_until = 0.0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, member in list(vars(cls).items()):
+            if not name.startswith("_") and inspect.iscoroutinefunction(member):
+                setattr(cls, name, _reporting_failures(member))
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The underlying engine (for event hooks and diagnostics; the store owns and disposes it)."""
+        return self._engine
+
+    @property
+    def database(self) -> str:
+        """The database URL without its password."""
+        return self._database
+
+    def unavailable(self, exc: BaseException) -> StoreUnavailableError | None:
+        """:func:`store_unavailable` for this store's database; logs the first failure of an interval."""
+        error = store_unavailable(exc, self._database)
+        if error is not None and error is not exc:
+            now = time.monotonic()
+            if now >= self._quiet_until:
+                self._quiet_until = now + FAULT_LOG_INTERVAL_SECONDS
+                logger.warning("%s", error)
+        return error
+
+    async def _probe_write(self, conn: AsyncConnection, statement: Any) -> None:
+        """Run ``statement`` (a write that changes nothing) in a write transaction on ``conn``, then roll back.
+
+        Shows that the database accepts writes (not read-only, not locked by another connection,
+        writes permitted) without changing anything. The probe waits at most
+        :data:`PROBE_TIMEOUT_SECONDS` for a lock (PostgreSQL: ``SET LOCAL statement_timeout``;
+        SQLite: the connection's busy timeout, restored afterwards).
+        """
+        sqlite = conn.dialect.name == "sqlite"
+        if sqlite:
+            await conn.run_sync(_set_busy_timeout, round(PROBE_TIMEOUT_SECONDS * 1000))
+        try:
+            await conn.execution_options(**{WRITE_TRANSACTION_OPTION: True})
+            transaction = await conn.begin()
+            try:
+                if not sqlite:
+                    await conn.exec_driver_sql(f"SET LOCAL statement_timeout = {round(PROBE_TIMEOUT_SECONDS * 1000)}")
+                await conn.execute(statement)
+            finally:
+                await transaction.rollback()
+        finally:
+            if sqlite:
+                await conn.run_sync(_set_busy_timeout, self._busy_timeout_ms)
+
+
+def _reporting_failures(
+    method: Callable[Concatenate[SqlStore, P], Awaitable[R]],
+) -> Callable[Concatenate[SqlStore, P], Awaitable[R]]:
+    @functools.wraps(method)
+    async def reporting(self: SqlStore, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await method(self, *args, **kwargs)
+        except _FAILURES as exc:
+            error = self.unavailable(exc)
+            if error is None:
+                raise
+            raise error from exc
+
+    return reporting
+
+
+def _reason(exc: BaseException) -> str:
+    """One line naming the cause of a database failure (the driver's message, not the SQL)."""
+    if isinstance(exc, PoolTimeoutError):
+        return "no free connection in the pool in time (pool exhausted)"
+    if isinstance(exc, TimeoutError):
+        return "the database did not answer in time"
+    cause = exc.orig if isinstance(exc, DBAPIError) and isinstance(exc.orig, BaseException) else exc
+    lines = str(cause).strip().splitlines()
+    return lines[0] if lines else type(cause).__name__
+
+
+def _with_async_driver(url: URL) -> URL:
+    driver = _ASYNC_DRIVERS.get(url.drivername)
+    return url.set(drivername=driver) if driver is not None else url
+
+
+def _on_sqlite_connect(busy_timeout_ms: int, dbapi_connection: Any, _record: Any) -> None:
+    # The driver's own implicit BEGIN is off: _on_sqlite_begin emits BEGIN itself,
+    # so reads are transactions too and writers can take the lock up front.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+    finally:
+        cursor.close()
+
+
+def _set_busy_timeout(conn: Connection, milliseconds: int) -> None:
+    """Set the SQLite connection's busy timeout (on the driver's connection: no transaction is begun)."""
+    dbapi_connection: Any = conn.connection.dbapi_connection
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout={int(milliseconds)}")
+    finally:
+        cursor.close()
+
+
+def _on_sqlite_begin(conn: Connection) -> None:
+    write = conn.get_execution_options().get(WRITE_TRANSACTION_OPTION, False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
