@@ -42,7 +42,7 @@ def _write(path: Path, extra: str = "") -> Path:
 
 
 async def _apply(file: Path, database_url: str) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "examples")}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "examples")])}
     result = await anyio.run_process(
         [sys.executable, "-m", "hivegate", "agents", "apply", str(file), "--database-url", database_url],
         env=env,

@@ -100,7 +100,7 @@ class World:
 
 def _cli(database_url: str, *commands: tuple[tuple[str, ...], str]) -> list[str]:
     """Run ``python -m hivegate ARGS`` for each ``(args, stdin)`` at once; their stdouts, in order."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "examples"), "NO_COLOR": "1"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "examples")]), "NO_COLOR": "1"}
     processes = [
         subprocess.Popen(
             [sys.executable, "-m", "hivegate", *args, "--database-url", database_url],
@@ -399,7 +399,7 @@ async def _apply(world: World, text: str, name: str) -> None:
     folder = Path(world.database_url.removeprefix("sqlite+aiosqlite:///")).parent
     file = folder / name
     file.write_text(text, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "examples")}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "examples")])}
     result = await anyio.run_process(
         [sys.executable, "-m", "hivegate", "agents", "apply", str(file), "--database-url", world.database_url],
         env=env,
