@@ -17,16 +17,18 @@ from hivegate.agents.model import AGENT_ID_PATTERN
 from hivegate.auth.gate import EndpointGate
 from hivegate.auth.principal import principal_scope
 from hivegate.errors import AgentNotFoundError, GatewayError
+from hivegate.mcp.batch import BATCH_VERSION, ServeOne, serve_batch
 from hivegate.mcp.fastpath import fast_candidate, serve_fast
 from hivegate.mcp.host import AgentHost
-from hivegate.mcp.legacy_fastpath import legacy_candidate, serve_legacy_fast
+from hivegate.mcp.legacy_fastpath import legacy_candidate, oneshot_candidate, serve_legacy_fast, serve_oneshot
+from hivegate.mcp.negotiation import adapt_send, negotiate, refuse_unstreamable
 from hivegate.mcp.rendering import jsonrpc_error_response
 from hivegate.mcp.runtime import AgentRuntime
 from hivegate.mcp.transport import (
     HostPolicy,
-    accepts_json_and_sse,
     is_modern,
     read_mcp_post,
+    replay_receive,
     request_headers,
     without_session_header_on_error,
 )
@@ -37,6 +39,12 @@ __all__ = ["McpEndpoint"]
 logger = logging.getLogger(__name__)
 
 _AGENT_ID = re.compile(AGENT_ID_PATTERN)
+
+
+def _in_batch_session(runtime: AgentRuntime, headers: dict[str, str]) -> bool:
+    """Whether the request belongs to an initialized session negotiated at 2025-03-26 (batches allowed)."""
+    session_id = headers.get("mcp-session-id")
+    return session_id is not None and runtime.legacy_sessions.ready_version(session_id) == BATCH_VERSION
 
 
 class McpEndpoint:
@@ -74,19 +82,30 @@ class McpEndpoint:
         agent_id: str,
         pairs: list[tuple[str, str]],
         headers: dict[str, str],
+        *,
+        in_batch: bool = False,
     ) -> None:
+        mode = negotiate(scope, headers.get("accept"))
+        send = adapt_send(send, mode)
         modern = is_modern(headers)
+        runtime = await self._runtime(agent_id)
         body: bytes | None = None
         message: dict[str, Any] | None = None
         decoded: Any = None
         if scope["method"] == "POST":
-            post = await read_mcp_post(scope, receive, headers, self._max_body_bytes, modern=modern)
+            allow_batch = not in_batch and _in_batch_session(runtime, headers)
+            post = await read_mcp_post(
+                scope, receive, headers, self._max_body_bytes, modern=modern, allow_batch=allow_batch
+            )
             body, receive = post.body, post.receive
+            if isinstance(post.decoded, list):
+                await serve_batch(post.decoded, self._batch_element(scope, receive, agent_id, pairs, headers), send)
+                return
             if modern:
                 decoded = post.decoded
+                refuse_unstreamable(mode, decoded)
             else:
                 message = post.decoded
-        runtime = await self._runtime(agent_id)
         if modern:
             if body is not None and self._fast_path:
                 request = fast_candidate(runtime, headers, decoded)
@@ -94,8 +113,11 @@ class McpEndpoint:
                     await serve_fast(runtime, request, pairs, headers, send)
                     return
         elif message is not None:
+            if oneshot_candidate(headers, message):
+                await serve_oneshot(runtime.server, agent_id, message, send)
+                return
             version = legacy_candidate(runtime, headers, message) if self._fast_path else None
-            if version is not None and accepts_json_and_sse(headers.get("accept", "")):
+            if version is not None:
                 await serve_legacy_fast(runtime, message, version, headers, send)
                 return
             send = self._watch_legacy(runtime, headers, message, send)
@@ -104,6 +126,23 @@ class McpEndpoint:
         elif scope["method"] == "DELETE":
             runtime.legacy_sessions.forget(headers["mcp-session-id"])
         await runtime.manager.handle_request(scope, receive, send)
+
+    def _batch_element(
+        self, scope: Scope, receive: Receive, agent_id: str, pairs: list[tuple[str, str]], headers: dict[str, str]
+    ) -> ServeOne:
+        """Serve one element of a batch as a POST of its own, answered in JSON (:mod:`hivegate.mcp.batch`)."""
+
+        async def serve_one(body: bytes, send: Send) -> None:
+            element_headers = {**headers, "accept": "application/json", "content-length": str(len(body))}
+            element_scope = {
+                **scope,
+                "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in element_headers.items()],
+            }
+            await self._serve_admitted(
+                element_scope, replay_receive(body, receive), send, agent_id, pairs, element_headers, in_batch=True
+            )
+
+        return serve_one
 
     @staticmethod
     def _watch_legacy(runtime: AgentRuntime, headers: dict[str, str], message: dict[str, Any], send: Send) -> Send:
