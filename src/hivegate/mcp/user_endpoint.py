@@ -19,7 +19,8 @@ agents (added, removed, changed, MCP switched on or off, new owner), and the cha
 the agents' runtimes this endpoint has used (their spec updates and their backend servers' own
 events, resource updates with the wrapped URI).
 
-Not here: hivegate's lean paths (every request goes through the SDK), resource templates (see
+Not here: hivegate's lean paths (every request goes through the SDK, except a one-shot request
+without a session, :func:`~hivegate.mcp.legacy_fastpath.serve_oneshot`), resource templates (see
 :mod:`hivegate.mcp.user_handlers`), and legacy ``resources/subscribe`` / ``logging/setLevel``.
 """
 
@@ -60,6 +61,8 @@ from hivegate.auth.principal import Principal, current_principal, principal_scop
 from hivegate.errors import GatewayError, InternalError
 from hivegate.mcp.event_store import MemoryEventStore
 from hivegate.mcp.host import AgentHost
+from hivegate.mcp.legacy_fastpath import oneshot_candidate, serve_oneshot
+from hivegate.mcp.negotiation import adapt_send, negotiate, refuse_unstreamable
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.rendering import jsonrpc_error_response
 from hivegate.mcp.runtime import AgentRuntime, ListChangedServer
@@ -275,8 +278,16 @@ class UserEndpoint:
             raise InternalError("the credential names no user")
         with principal_scope(principal):
             modern = is_modern(headers)
+            mode = negotiate(scope, headers.get("accept"))
+            send = adapt_send(send, mode)
             if scope["method"] == "POST":
-                receive = (await read_mcp_post(scope, receive, headers, self._max_body_bytes, modern=modern)).receive
+                post = await read_mcp_post(scope, receive, headers, self._max_body_bytes, modern=modern)
+                receive = post.receive
+                if modern:
+                    refuse_unstreamable(mode, post.decoded)
+                elif oneshot_candidate(headers, post.decoded):
+                    await serve_oneshot(self.server, "/mcp", post.decoded, send)
+                    return
             if not modern and _SESSION_HEADER not in headers:
                 send = without_session_header_on_error(send)
             scope["user"] = _Caller(principal)
