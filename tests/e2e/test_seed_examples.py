@@ -123,13 +123,15 @@ def _check_shape(example: CurlExample, request: dict[str, Any], response: httpx.
     assert response.headers["content-type"].startswith("application/json"), response.headers
     assert "mcp-session-id" not in response.headers  # one-shot: no session was opened
     message = response.json()
-    assert message["jsonrpc"] == "2.0" and message["id"] == request["id"], message
+    assert message["jsonrpc"] == "2.0", message
+    assert message["id"] == request["id"], message
     assert "error" not in message, message
     result: dict[str, Any] = message["result"]
     method = request["method"]
     if method == "resources/list":
         assert example.jq == ".result.resources"
-        assert isinstance(result["resources"], list) and result["resources"], result
+        assert isinstance(result["resources"], list), result
+        assert result["resources"], result
         for resource in result["resources"]:
             assert {"uri", "name"} <= resource.keys(), resource
     elif method == "prompts/list":
@@ -137,7 +139,8 @@ def _check_shape(example: CurlExample, request: dict[str, Any], response: httpx.
         assert isinstance(result["prompts"], list), result  # "an empty array is normal"
     elif method == "resources/read":
         (content,) = result["contents"]
-        assert content["uri"] == request["params"]["uri"] and content["mimeType"] == "application/json", content
+        assert content["uri"] == request["params"]["uri"], content
+        assert content["mimeType"] == "application/json", content
         json.loads(content["text"])
     elif method == "tools/list":
         assert result["tools"], result
@@ -186,7 +189,8 @@ def test_a_session_request_without_a_session_is_still_refused(world: WireWorld) 
         response = client.post(
             f"{world.url}/keyed/mcp", headers={**headers, "MCP-Protocol-Version": "2025-11-25"}, content=body
         )
-        assert response.status_code == 400 and response.json()["error"]["code"] == -32600, response.text
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["code"] == -32600, response.text
         initialize = {
             "jsonrpc": "2.0",
             "id": 1,
@@ -198,4 +202,5 @@ def test_a_session_request_without_a_session_is_still_refused(world: WireWorld) 
             },
         }
         response = client.post(f"{world.url}/keyed/mcp", headers=headers, content=json.dumps(initialize))
-        assert response.status_code == 200 and "mcp-session-id" in response.headers, response.text
+        assert response.status_code == 200, response.text
+        assert "mcp-session-id" in response.headers, response.text
