@@ -15,7 +15,7 @@ Keys, written to the server's database after it started: ``oag`` (alice's user k
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,7 +95,7 @@ async def _seed(database_url: str) -> dict[str, str]:
 
 
 @contextmanager
-def wire_gateway(folder: Path) -> Iterator[WireWorld]:
+def wire_gateway(folder: Path) -> Generator[WireWorld]:
     """Serve :data:`AGENTS` from a SQLite file in ``folder`` and seed the keys."""
     config = folder / "agents.toml"
     config.write_text(AGENTS, encoding="utf-8")
