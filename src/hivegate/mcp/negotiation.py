@@ -39,7 +39,8 @@ __all__ = ["Acceptable", "ReplyMode", "adapt_send", "negotiate", "parse_accept",
 
 JSON_TYPE = "application/json"
 SSE_TYPE = "text/event-stream"
-_BOTH = b"application/json, text/event-stream"
+_BOTH_TEXT = "application/json, text/event-stream"
+_BOTH = _BOTH_TEXT.encode()
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache, no-transform"),
@@ -150,7 +151,8 @@ def negotiate(scope: Scope, accept: str | None) -> ReplyMode:
         return ReplyMode.SSE
     if not acceptable.json and not acceptable.sse:
         raise NotAcceptableError("Accept must admit application/json or text/event-stream")
-    _rewrite_accept(scope, _BOTH)
+    if accept != _BOTH_TEXT:  # what the SDK's own client sends needs no rewrite
+        _rewrite_accept(scope, _BOTH)
     if acceptable.json and acceptable.sse:
         return ReplyMode.BOTH
     return ReplyMode.JSON if acceptable.json else ReplyMode.SSE
