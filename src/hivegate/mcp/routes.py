@@ -1,8 +1,11 @@
 """The MCP endpoint ``/{agentId}/mcp`` (alias ``/agents/{agentId}/mcp``): checks, agent lookup, dispatch.
 
 One route and a dict lookup serve every agent (Starlette ``Mount`` routing is linear in the
-number of mounts). After the transport checks, the request goes to the agent's SDK session
-manager, which serves both protocol eras on the one URL.
+number of mounts). After the transport checks and the reply negotiation
+(:mod:`hivegate.mcp.negotiation`), a request is served by a lean path (:mod:`hivegate.mcp.fastpath`,
+:mod:`hivegate.mcp.legacy_fastpath`, including one-shot requests without a session) or by the
+agent's SDK session manager, which serves both protocol eras on the one URL; a 2025-03-26
+session's batch is split into such requests (:mod:`hivegate.mcp.batch`).
 """
 
 from __future__ import annotations
