@@ -86,6 +86,8 @@ class McpSettings(_Group):
     """``retry:`` advice on handshake-era SSE streams (SEP-1699 polling)."""
     fast_path: bool = True
     """Serve plain 2026-07-28 JSON requests on hivegate's lean path (same handlers as the SDK path)."""
+    max_batch_messages: Annotated[int, Field(ge=1, le=10_000)] = 64
+    """Most messages in one JSON-RPC batch of a 2025-03-26 session (a larger batch: 400 / -32600)."""
 
 
 def _long_enough(value: SecretStr) -> SecretStr:

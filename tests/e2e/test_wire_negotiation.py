@@ -233,6 +233,11 @@ def test_a_2025_03_26_session_takes_batches(world: WireWorld, endpoint: Endpoint
         assert empty.status_code == 400, empty.text
         assert empty.json()["id"] is None
         assert empty.json()["error"]["code"] == -32600
+        too_many = [{"jsonrpc": "2.0", "id": i, "method": "ping"} for i in range(65)]  # mcp.max_batch_messages: 64
+        refused_size = client.post(endpoint.path, content=json.dumps(too_many), headers=session)
+        assert refused_size.status_code == 400, refused_size.text
+        assert refused_size.json()["error"]["data"]["code"] == "batch_too_large"
+        assert len(client.post(endpoint.path, content=json.dumps(too_many[:64]), headers=session).json()) == 64
         sse_only = client.post(
             endpoint.path, content=json.dumps(batch[:1]), headers={**session, "Accept": "text/event-stream"}
         )

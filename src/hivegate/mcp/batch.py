@@ -7,7 +7,9 @@ revision is split here and each element is run through the endpoint's ordinary p
 
 - the responses to the batch's requests, as one JSON array (200), in the batch's order;
 - no response at all (only notifications and responses) → 202 with no body;
-- an empty batch ``[]`` → one -32600 error object with ``id: null`` (JSON-RPC 2.0 §6);
+- an empty batch ``[]`` → one -32600 error object with ``id: null`` (JSON-RPC 2.0 §6); more
+  than ``mcp.max_batch_messages`` elements → one -32600 ``batch_too_large`` (the elements are
+  served in turn, so the cap bounds the work one POST asks for);
 - an element that is not a JSON-RPC message → its -32600 error (``id: null``) in the array;
 - ``initialize`` → its -32600 error in the array (Spec: MCP 2025-03-26 basic/lifecycle,
   "The initialization request MUST NOT be part of a JSON-RPC batch").
@@ -26,7 +28,7 @@ from starlette.types import Message, Send
 from hivegate.errors import GatewayError, InvalidRequestError
 from hivegate.mcp.rendering import jsonrpc_error_body
 
-__all__ = ["BATCH_VERSION", "serve_batch"]
+__all__ = ["BATCH_VERSION", "BatchTooLargeError", "serve_batch"]
 
 BATCH_VERSION = "2025-03-26"
 """The only revision whose sessions may POST batches."""
@@ -72,14 +74,23 @@ def _valid_id(element: dict[str, Any]) -> Any:
     return request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
 
 
-async def serve_batch(elements: list[Any], serve_one: ServeOne, send: Send) -> None:
-    """Serve a 2025-03-26 batch (see the module docstring); ``serve_one`` runs one element.
+class BatchTooLargeError(InvalidRequestError):
+    """More messages in one batch than ``mcp.max_batch_messages`` (400, -32600)."""
+
+    code = "batch_too_large"
+
+
+async def serve_batch(elements: list[Any], serve_one: ServeOne, send: Send, *, max_messages: int) -> None:
+    """Serve a 2025-03-26 batch (see the module docstring); ``serve_one`` runs one element, in turn.
 
     Raises:
         InvalidRequestError: the batch is empty (-32600, rendered with ``id: null``).
+        BatchTooLargeError: it has more than ``max_messages`` elements (400, -32600).
     """
     if not elements:
         raise InvalidRequestError("Invalid request: an empty batch")
+    if len(elements) > max_messages:
+        raise BatchTooLargeError(f"Invalid request: a batch of at most {max_messages} messages")
     answers: list[Any] = []
     for element in elements:
         if isinstance(element, dict) and element.get("method") == "initialize":

@@ -59,6 +59,7 @@ class McpEndpoint:
         self._policy = HostPolicy(settings.server.allowed_hosts, settings.server.allowed_origins)
         self._max_body_bytes = settings.server.max_body_bytes
         self._fast_path = settings.mcp.fast_path
+        self._max_batch_messages = settings.mcp.max_batch_messages
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -102,7 +103,8 @@ class McpEndpoint:
             )
             body, receive = post.body, post.receive
             if isinstance(post.decoded, list):
-                await serve_batch(post.decoded, self._batch_element(scope, receive, agent_id, pairs, headers), send)
+                serve_one = self._batch_element(scope, receive, agent_id, pairs, headers)
+                await serve_batch(post.decoded, serve_one, send, max_messages=self._max_batch_messages)
                 return
             if modern:
                 decoded = post.decoded
