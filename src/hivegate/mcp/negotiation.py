@@ -65,6 +65,9 @@ class ReplyMode(enum.Enum):
     SSE = "sse"
 
 
+_ANY = ReplyMode.BOTH  # a module global: enum attribute lookups cost on the hot path
+
+
 def _weight(params: list[str]) -> float | None:
     """The ``q`` parameter of a media range (1 when absent); None when it is not a qvalue."""
     for param in params:
@@ -154,7 +157,7 @@ def negotiate(scope: Scope, accept: str | None) -> ReplyMode:
     if accept != _BOTH_TEXT:  # what the SDK's own client sends needs no rewrite
         _rewrite_accept(scope, _BOTH)
     if acceptable.json and acceptable.sse:
-        return ReplyMode.BOTH
+        return _ANY
     return ReplyMode.JSON if acceptable.json else ReplyMode.SSE
 
 
@@ -179,7 +182,7 @@ def _content_type(message: Message) -> bytes:
 
 def adapt_send(send: Send, mode: ReplyMode) -> Send:
     """Wrap ``send`` so a 200 reply reaches the client in a type ``mode`` admits (BOTH: unchanged)."""
-    if mode is ReplyMode.BOTH:
+    if mode is _ANY:
         return send
     wanted = b"text/event-stream" if mode is ReplyMode.SSE else b"application/json"
     convert = _json_as_sse if mode is ReplyMode.SSE else _sse_as_json

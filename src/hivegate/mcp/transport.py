@@ -173,8 +173,8 @@ def check_encoded_headers(headers: Mapping[str, str]) -> None:
         HeaderMismatchError: such a header (400, -32020).
     """
     for name, value in headers.items():
-        if name != "mcp-name" and not name.startswith("mcp-param-"):
-            continue
+        if not value.startswith("=?") or (name != "mcp-name" and not name.startswith("mcp-param-")):
+            continue  # the value test first: this runs on every modern request
         encoded = _B64_SENTINEL.fullmatch(value)
         if encoded is not None and not encoded.group(1).isascii():
             raise HeaderMismatchError(f"{name} header is not valid base64")
