@@ -204,3 +204,14 @@ def test_a_session_request_without_a_session_is_still_refused(world: WireWorld) 
         response = client.post(f"{world.url}/keyed/mcp", headers=headers, content=json.dumps(initialize))
         assert response.status_code == 200, response.text
         assert "mcp-session-id" in response.headers, response.text
+
+
+def test_the_user_level_endpoint_serves_one_shot_requests(world: WireWorld) -> None:
+    """Issue 7 item 14: the 002 ``oag_`` example's intent ("list this user's MCP-enabled agents") on the
+    user-level ``/mcp``: a sessionless ``tools/list`` lists alice's agents as tools."""
+    example = next(e for e in seed_examples() if "oag_" in json.dumps(e.headers))
+    headers = {"Authorization": f"Bearer {world.keys['oag']}", "Content-Type": "application/json"}
+    response = httpx.post(f"{world.url}/mcp", headers=headers, content=example.body, timeout=TIMEOUT_SECONDS)
+    _check_shape(example, json.loads(example.body), response)
+    names = {tool["name"] for tool in response.json()["result"]["tools"]}
+    assert names == {"echo", "keyed"}, names  # the agents with a message tool (SDK-server agents have none)
