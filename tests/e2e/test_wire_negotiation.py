@@ -193,11 +193,7 @@ def test_406_only_when_neither_type_is_acceptable(world: WireWorld, endpoint: En
         client.delete(endpoint.path, headers=session)
 
 
-BATCH_ENDPOINTS = ENDPOINTS[:3]
-"""Agent endpoints (lean and SDK); ``/mcp`` keeps refusing batches (docs/protocol-support.md)."""
-
-
-@pytest.mark.parametrize("endpoint", BATCH_ENDPOINTS, ids=lambda e: e.path)
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=lambda e: e.path)
 def test_a_2025_03_26_session_takes_batches(world: WireWorld, endpoint: Endpoint) -> None:
     """Issue 7 item 13: in a 2025-03-26 session a batch gets the responses to its requests as an array
     (none for notifications; -32600 for an element that is not a message and for ``initialize``),

@@ -23,15 +23,18 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
-from starlette.types import Message, Send
+from starlette.types import Message, Scope, Send
 
 from hivegate.errors import GatewayError, InvalidRequestError
 from hivegate.mcp.rendering import jsonrpc_error_body
 
-__all__ = ["BATCH_VERSION", "BatchTooLargeError", "serve_batch"]
+__all__ = ["BATCH_ELEMENT", "BATCH_VERSION", "BatchTooLargeError", "element_request", "serve_batch"]
 
 BATCH_VERSION = "2025-03-26"
 """The only revision whose sessions may POST batches."""
+
+BATCH_ELEMENT = "hivegate.batch_element"
+"""Scope key marking a request made from one element of a batch (so it is never split again)."""
 
 ServeOne = Callable[[bytes, Send], Awaitable[None]]
 """Serve one message body through the per-message path, answering on the given ``send``."""
@@ -63,6 +66,14 @@ class _Captured:
             return orjson.loads(body)
         except orjson.JSONDecodeError:
             return None
+
+
+def element_request(scope: Scope, headers: dict[str, str], body: bytes) -> tuple[Scope, dict[str, str]]:
+    """The scope and headers of a POST carrying one batch element: the batch's headers, a JSON-only
+    ``Accept`` (the answer goes into the array) and the element's ``Content-Length``."""
+    element_headers = {**headers, "accept": "application/json", "content-length": str(len(body))}
+    raw = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in element_headers.items()]
+    return {**scope, "headers": raw, BATCH_ELEMENT: True}, element_headers
 
 
 def _error(exc: GatewayError, request_id: Any = None) -> Any:

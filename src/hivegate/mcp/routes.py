@@ -20,7 +20,7 @@ from hivegate.agents.model import AGENT_ID_PATTERN
 from hivegate.auth.gate import EndpointGate
 from hivegate.auth.principal import principal_scope
 from hivegate.errors import AgentNotFoundError, GatewayError
-from hivegate.mcp.batch import BATCH_VERSION, ServeOne, serve_batch
+from hivegate.mcp.batch import BATCH_ELEMENT, BATCH_VERSION, ServeOne, element_request, serve_batch
 from hivegate.mcp.fastpath import fast_candidate, serve_fast
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.legacy_fastpath import legacy_candidate, oneshot_candidate, serve_legacy_fast, serve_oneshot
@@ -86,8 +86,6 @@ class McpEndpoint:
         agent_id: str,
         pairs: list[tuple[str, str]],
         headers: dict[str, str],
-        *,
-        in_batch: bool = False,
     ) -> None:
         mode = negotiate(scope, headers.get("accept"))
         send = adapt_send(send, mode)
@@ -97,7 +95,7 @@ class McpEndpoint:
         message: dict[str, Any] | None = None
         decoded: Any = None
         if scope["method"] == "POST":
-            allow_batch = not in_batch and _in_batch_session(runtime, headers)
+            allow_batch = BATCH_ELEMENT not in scope and _in_batch_session(runtime, headers)
             post = await read_mcp_post(
                 scope, receive, headers, self._max_body_bytes, modern=modern, allow_batch=allow_batch
             )
@@ -138,13 +136,9 @@ class McpEndpoint:
         """Serve one element of a batch as a POST of its own, answered in JSON (:mod:`hivegate.mcp.batch`)."""
 
         async def serve_one(body: bytes, send: Send) -> None:
-            element_headers = {**headers, "accept": "application/json", "content-length": str(len(body))}
-            element_scope = {
-                **scope,
-                "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in element_headers.items()],
-            }
+            element_scope, element_headers = element_request(scope, headers, body)
             await self._serve_admitted(
-                element_scope, replay_receive(body, receive), send, agent_id, pairs, element_headers, in_batch=True
+                element_scope, replay_receive(body, receive), send, agent_id, pairs, element_headers
             )
 
         return serve_one
