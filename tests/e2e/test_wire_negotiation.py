@@ -234,10 +234,13 @@ def test_a_2025_03_26_session_takes_batches(world: WireWorld, endpoint: Endpoint
         assert refused_size.status_code == 400, refused_size.text
         assert refused_size.json()["error"]["data"]["code"] == "batch_too_large"
         assert len(client.post(endpoint.path, content=json.dumps(too_many[:64]), headers=session).json()) == 64
+        two = [batch[0], {"jsonrpc": "2.0", "id": 2, "method": "ping"}]
         sse_only = client.post(
-            endpoint.path, content=json.dumps(batch[:1]), headers={**session, "Accept": "text/event-stream"}
+            endpoint.path, content=json.dumps(two), headers={**session, "Accept": "text/event-stream"}
         )
         assert _kind(sse_only) == "sse", sse_only.text
+        events = [json.loads(line[5:]) for line in sse_only.text.splitlines() if line.startswith("data:")]
+        assert [event["id"] for event in events] == [1, 2], events  # one event per response
         client.delete(endpoint.path, headers=session)
         later = _session(client, endpoint.path, base, "2025-11-25", BOTH)
         refused = client.post(endpoint.path, content=json.dumps(batch[:1]), headers=later)

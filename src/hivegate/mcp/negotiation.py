@@ -9,9 +9,9 @@ specific matching range deciding; no ``Accept`` at all means anything is accepta
 ``Accept`` to the canonical value the SDK understands, since the SDK insists on both types for
 a POST and parses wildcards but not weights. :func:`adapt_send` then converts what the SDK or a
 lean path answers into the one type the client takes: a JSON reply becomes one SSE ``message``
-event (framed by sse-starlette, as the SDK frames its own), an SSE reply becomes the JSON-RPC
-response it carries (parsed by httpx2's SSE decoder, the one the SDK's client uses; the
-notifications before it have no place in a JSON reply and are dropped).
+event (framed by sse-starlette, as the SDK frames its own; a batch reply one event per response),
+an SSE reply becomes the JSON-RPC response it carries (parsed by httpx2's SSE decoder, the one
+the SDK's client uses; the notifications before it have no place in a JSON reply and are dropped).
 
 Only successful (200) replies are converted: an HTTP error keeps its JSON-RPC error body as JSON
 (RFC 9110 §15.5.7 lets a server answer an error in a type the client did not ask for).
@@ -219,9 +219,16 @@ def _kept_headers(start: Message) -> list[tuple[bytes, bytes]]:
 
 
 def _json_as_sse(start: Message, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    """A JSON reply as one SSE ``message`` event carrying the same JSON-RPC message (or batch)."""
-    event = ServerSentEvent(data=body.decode("utf-8"), event="message").encode()
-    return 200, [*_kept_headers(start), *_SSE_HEADERS], event
+    """A JSON reply as one SSE ``message`` event carrying the same JSON-RPC message; a batch reply
+    (an array) as one event per response (Spec: MCP 2025-03-26 basic/transports, "one JSON-RPC
+    response per each JSON-RPC request")."""
+    if body.lstrip()[:1] == b"[":
+        messages: list[Any] = orjson.loads(body)
+        data = [orjson.dumps(message).decode() for message in messages]
+    else:
+        data = [body.decode("utf-8")]
+    events = b"".join(ServerSentEvent(data=item, event="message").encode() for item in data)
+    return 200, [*_kept_headers(start), *_SSE_HEADERS], events
 
 
 def _sse_as_json(start: Message, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
