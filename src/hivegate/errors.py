@@ -6,6 +6,7 @@
     ├── InvalidRequestError           invalid_request   400  -32600
     │   ├── ParseError                parse_error       400  -32700
     │   ├── BatchNotSupportedError    batch_not_supported 400 -32600
+    │   ├── HeaderMismatchError       header_mismatch   400  -32020
     │   ├── PayloadTooLargeError      payload_too_large 413  -32600
     │   ├── UnsupportedMediaTypeError unsupported_media_type 415 -32600
     │   └── UnknownEventIdError       unknown_event_id  400  -32600
@@ -53,6 +54,7 @@ __all__ = [
     "CapacityExhaustedError",
     "ForbiddenOriginError",
     "GatewayError",
+    "HeaderMismatchError",
     "InsufficientScopeError",
     "InternalError",
     "InvalidCursorError",
@@ -83,6 +85,7 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 LEGACY_RESOURCE_NOT_FOUND = -32002
+HEADER_MISMATCH = -32020
 
 STORE_RETRY_AFTER_SECONDS = 5
 """``Retry-After`` of a :class:`StoreUnavailableError` response (RFC 9110 §10.2.3)."""
@@ -127,6 +130,13 @@ class BatchNotSupportedError(InvalidRequestError):
     """A JSON array body. Spec: batching exists only in MCP 2025-03-26; hivegate answers -32600 on every revision."""
 
     code = "batch_not_supported"
+
+
+class HeaderMismatchError(InvalidRequestError):
+    """A routing header (``Mcp-Name``, ``Mcp-Param-*``) that cannot be read. Spec: SEP-2243 (-32020, HTTP 400)."""
+
+    code = "header_mismatch"
+    jsonrpc_code = HEADER_MISMATCH
 
 
 class PayloadTooLargeError(InvalidRequestError):

@@ -154,6 +154,8 @@ class McpSettings(_Group):
     """Handshake-era SSE events kept for resumption per principal (per client address when anonymous), in bytes."""
     event_store_bytes_total: Annotated[int, Field(ge=4096)] = 128 * 1024 * 1024
     """Handshake-era SSE events kept for resumption in the whole process, in bytes."""
+    max_batch_messages: Annotated[int, Field(ge=1, le=10_000)] = 64
+    """Most messages in one JSON-RPC batch of a 2025-03-26 session (a larger batch: 400 / -32600)."""
 
     @model_validator(mode="after")
     def _per_principal_within_total(self) -> McpSettings:

@@ -12,7 +12,10 @@ import pytest
 from starlette.types import Message, Receive
 
 from hivegate.errors import (
+    BatchNotSupportedError,
     ForbiddenOriginError,
+    HeaderMismatchError,
+    InvalidRequestError,
     MisdirectedRequestError,
     PayloadTooLargeError,
     UnsupportedMediaTypeError,
@@ -20,8 +23,11 @@ from hivegate.errors import (
 from hivegate.mcp.transport import (
     HostPolicy,
     check_content_type,
+    check_encoded_headers,
+    check_modern_envelope,
     decode_headers,
     read_body,
+    read_mcp_post,
     replay_receive,
 )
 from hivegate.settings import ServerSettings
@@ -240,3 +246,47 @@ def test_header_whitespace_is_stripped() -> None:
     untouched: dict[str, Any] = {"headers": clean}
     assert decode_headers(untouched) == [("mcp-method", "tools/list")]
     assert untouched["headers"] is clean
+
+
+@pytest.mark.parametrize("method", [["tools/list"], {"a": 1}, 5, None, True])
+def test_a_modern_method_that_is_not_a_string_is_an_invalid_request(method: object) -> None:
+    """Issue 7 item 6: refused before dispatch (the lean path looked it up in a set: a 500)."""
+    for message in ({"jsonrpc": "2.0", "id": 1, "method": method}, {"jsonrpc": "2.0", "method": method}):
+        with pytest.raises(InvalidRequestError) as refused:
+            check_modern_envelope(message)
+        assert (refused.value.code, refused.value.http_status, refused.value.jsonrpc_code) == (
+            "invalid_request",
+            400,
+            -32600,
+        )
+    for fine in ({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, {"jsonrpc": "2.0", "id": 1}, [1], None):
+        check_modern_envelope(fine)  # the SDK's ladder words the rest
+
+
+@pytest.mark.parametrize("header", ["mcp-name", "mcp-param-region"])
+def test_an_encoded_header_that_is_not_ascii_is_a_header_mismatch(header: str) -> None:
+    """Issue 7 item 6: ``=?base64?…?=`` with a non-ASCII payload made the SDK's decoder raise (a 500)."""
+    for value in ("=?base64?\xe9?=", "=?base64?a\u00ffb?="):
+        with pytest.raises(HeaderMismatchError) as refused:
+            check_encoded_headers({header: value})
+        assert (refused.value.code, refused.value.http_status, refused.value.jsonrpc_code) == (
+            "header_mismatch",
+            400,
+            -32020,
+        )
+    # Decodable or merely malformed ASCII values are left to the SDK (which calls them a mismatch).
+    for value in ("=?base64?ZWNobw==?=", "=?base64?!!?=", "plain", "\xe9"):
+        check_encoded_headers({header: value})
+    check_encoded_headers({"user-agent": "=?base64?\xe9?="})  # not a routing header
+
+
+async def test_batches_are_returned_only_where_allowed() -> None:
+    """Issue 7 item 13: a batch is refused unless the caller allows one (a 2025-03-26 session), never modern."""
+    headers = {"content-type": "application/json"}
+    body = b' [{"jsonrpc": "2.0", "id": 1, "method": "ping"}]'
+    scope: dict[str, Any] = {"type": "http", "headers": []}
+    post = await read_mcp_post(scope, _receive([body]), headers, 1024, modern=False, allow_batch=True)
+    assert post.decoded == [{"jsonrpc": "2.0", "id": 1, "method": "ping"}]
+    for modern, allow in ((False, False), (True, True), (True, False)):
+        with pytest.raises(BatchNotSupportedError):
+            await read_mcp_post(scope, _receive([body]), headers, 1024, modern=modern, allow_batch=allow)

@@ -30,6 +30,7 @@ import orjson
 from mcp.server.caching import apply_cache_hint
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
 from mcp.server.session import ServerSession
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError, NoBackChannelError
@@ -152,9 +153,9 @@ def silent_session(version: str) -> ServerSession:
 
 
 async def dispatch(
-    runtime: AgentRuntime, method: str, params: dict[str, Any], request_id: RequestId, version: str
+    server: Server[Any], method: str, params: dict[str, Any], request_id: RequestId, version: str
 ) -> Any:
-    """Validate ``params`` for ``method`` at ``version`` and run the agent server's registered handler.
+    """Validate ``params`` for ``method`` at ``version`` and run ``server``'s registered handler.
 
     The same steps as the SDK's ``ServerRunner``: per-version surface validation (unknown at this
     version → -32601), the handler's params model, then the handler itself.
@@ -167,7 +168,7 @@ async def dispatch(
         surface.validate_client_request(method, version, params)
     except KeyError:
         raise MCPError(-32601, "Method not found", data=method) from None
-    entry = runtime.server.get_request_handler(method)
+    entry = server.get_request_handler(method)
     if entry is None:
         raise MCPError(-32601, "Method not found", data=method)
     typed = entry.params_type.model_validate(params, by_name=False)
@@ -258,7 +259,7 @@ async def serve_fast(
             return
     try:
         params = decoded.get("params") or {}
-        result = await dispatch(runtime, method, params, request_id, verdict.protocol_version)
+        result = await dispatch(runtime.server, method, params, request_id, verdict.protocol_version)
         payload = {"jsonrpc": "2.0", "id": request_id, "result": _shape(runtime, method, result)}
     except MCPError as exc:
         await _error(send, request_id, exc.code, exc.message, exc.data)

@@ -1,8 +1,11 @@
 """The MCP endpoint ``/{agentId}/mcp`` (alias ``/agents/{agentId}/mcp``): checks, agent lookup, dispatch.
 
 One route and a dict lookup serve every agent (Starlette ``Mount`` routing is linear in the
-number of mounts). After the transport checks, the request goes to the agent's SDK session
-manager, which serves both protocol eras on the one URL.
+number of mounts). After the transport checks and the reply negotiation
+(:mod:`hivegate.mcp.negotiation`), a request is served by a lean path (:mod:`hivegate.mcp.fastpath`,
+:mod:`hivegate.mcp.legacy_fastpath`, including one-shot requests without a session) or by the
+agent's SDK session manager, which serves both protocol eras on the one URL; a 2025-03-26
+session's batch is split into such requests (:mod:`hivegate.mcp.batch`).
 """
 
 from __future__ import annotations
@@ -17,16 +20,18 @@ from hivegate.agents.model import AGENT_ID_PATTERN
 from hivegate.auth.gate import EndpointGate
 from hivegate.auth.principal import current_principal, principal_scope
 from hivegate.errors import AgentNotFoundError, GatewayError
+from hivegate.mcp.batch import BATCH_ELEMENT, BATCH_VERSION, ServeOne, element_request, serve_batch
 from hivegate.mcp.fastpath import fast_candidate, serve_fast
 from hivegate.mcp.host import AgentHost
-from hivegate.mcp.legacy_fastpath import legacy_candidate, serve_legacy_fast
+from hivegate.mcp.legacy_fastpath import legacy_candidate, oneshot_candidate, serve_legacy_fast, serve_oneshot
+from hivegate.mcp.negotiation import adapt_send, negotiate, refuse_unstreamable
 from hivegate.mcp.rendering import jsonrpc_error_response
 from hivegate.mcp.runtime import AgentRuntime
 from hivegate.mcp.transport import (
     HostPolicy,
-    accepts_json_and_sse,
     is_modern,
     read_mcp_post,
+    replay_receive,
     request_headers,
     without_session_header_on_error,
 )
@@ -39,6 +44,12 @@ logger = logging.getLogger(__name__)
 _AGENT_ID = re.compile(AGENT_ID_PATTERN)
 
 
+def _in_batch_session(runtime: AgentRuntime, headers: dict[str, str]) -> bool:
+    """Whether the request belongs to an initialized session negotiated at 2025-03-26 (batches allowed)."""
+    session_id = headers.get("mcp-session-id")
+    return session_id is not None and runtime.legacy_sessions.ready_version(session_id) == BATCH_VERSION
+
+
 class McpEndpoint:
     """ASGI app for ``/{agentId}/mcp``; reads ``agent_id`` from the route's path params."""
 
@@ -48,6 +59,7 @@ class McpEndpoint:
         self._policy = HostPolicy(settings.server.allowed_hosts, settings.server.allowed_origins)
         self._max_body_bytes = settings.server.max_body_bytes
         self._fast_path = settings.mcp.fast_path
+        self._max_batch_messages = settings.mcp.max_batch_messages
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -75,18 +87,28 @@ class McpEndpoint:
         pairs: list[tuple[str, str]],
         headers: dict[str, str],
     ) -> None:
+        mode = negotiate(scope, headers.get("accept"))
+        send = adapt_send(send, mode)
         modern = is_modern(headers)
+        runtime = await self._runtime(agent_id)
         body: bytes | None = None
         message: dict[str, Any] | None = None
         decoded: Any = None
         if scope["method"] == "POST":
-            post = await read_mcp_post(scope, receive, headers, self._max_body_bytes, modern=modern)
+            allow_batch = BATCH_ELEMENT not in scope and _in_batch_session(runtime, headers)
+            post = await read_mcp_post(
+                scope, receive, headers, self._max_body_bytes, modern=modern, allow_batch=allow_batch
+            )
             body, receive = post.body, post.receive
+            if isinstance(post.decoded, list):
+                serve_one = self._batch_element(scope, receive, agent_id, pairs, headers)
+                await serve_batch(post.decoded, serve_one, send, max_messages=self._max_batch_messages)
+                return
             if modern:
                 decoded = post.decoded
+                refuse_unstreamable(mode, decoded)
             else:
                 message = post.decoded
-        runtime = await self._runtime(agent_id)
         if modern:
             if body is not None and self._fast_path:
                 request = fast_candidate(runtime, headers, decoded)
@@ -94,8 +116,11 @@ class McpEndpoint:
                     await serve_fast(runtime, request, pairs, headers, send)
                     return
         elif message is not None:
+            if oneshot_candidate(headers, message):
+                await serve_oneshot(runtime.server, agent_id, message, send)
+                return
             version = legacy_candidate(runtime, headers, message) if self._fast_path else None
-            if version is not None and accepts_json_and_sse(headers.get("accept", "")):
+            if version is not None:
                 await serve_legacy_fast(runtime, message, version, headers, send)
                 return
             send = self._watch_legacy(runtime, headers, message, send)
@@ -107,6 +132,19 @@ class McpEndpoint:
             scope, headers, decoded if modern else message, current_principal(), modern=modern
         ):
             await runtime.events.handle(runtime.manager.handle_request, scope, receive, send)
+
+    def _batch_element(
+        self, scope: Scope, receive: Receive, agent_id: str, pairs: list[tuple[str, str]], headers: dict[str, str]
+    ) -> ServeOne:
+        """Serve one element of a batch as a POST of its own, answered in JSON (:mod:`hivegate.mcp.batch`)."""
+
+        async def serve_one(body: bytes, send: Send) -> None:
+            element_scope, element_headers = element_request(scope, headers, body)
+            await self._serve_admitted(
+                element_scope, replay_receive(body, receive), send, agent_id, pairs, element_headers
+            )
+
+        return serve_one
 
     @staticmethod
     def _watch_legacy(runtime: AgentRuntime, headers: dict[str, str], message: dict[str, Any], send: Send) -> Send:

@@ -7,8 +7,13 @@ Run before a request reaches the SDK or the lean path, so every refusal has the 
   protection; Spec: MCP 2025-11-25 basic/transports#security-warning, "MUST validate Origin");
 - ``Content-Type`` of a POST not JSON → 415;
 - body larger than ``server.max_body_bytes`` → 413 (declared or streamed);
-- a JSON-RPC batch → 400 (batching existed only in 2025-03-26); a body that is not JSON or,
-  on the legacy wire, not one JSON-RPC message → -32700 / -32600.
+- a JSON-RPC batch → 400 (batching existed only in 2025-03-26; a 2025-03-26 session's batch is
+  split by :mod:`hivegate.mcp.batch`); a body that is not JSON, or not a JSON-RPC message object
+  (on the modern wire: a ``method`` that is not a string), → -32700 / -32600 with ``id: null``;
+- an ``Mcp-Name`` / ``Mcp-Param-*`` header in the ``=?base64?…?=`` form whose payload is not
+  ASCII (the SDK's decoder raises on it) → 400 / -32020.
+
+Which reply type a client takes is decided in :mod:`hivegate.mcp.negotiation`.
 
 Shared by the agent endpoints (:mod:`hivegate.mcp.routes`) and the user-level endpoint
 (:mod:`hivegate.mcp.user_endpoint`).
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -28,6 +34,7 @@ from starlette.types import Message, Receive, Scope, Send
 from hivegate.errors import (
     BatchNotSupportedError,
     ForbiddenOriginError,
+    HeaderMismatchError,
     InvalidRequestError,
     MisdirectedRequestError,
     NotAcceptableError,
@@ -35,6 +42,7 @@ from hivegate.errors import (
     PayloadTooLargeError,
     UnsupportedMediaTypeError,
 )
+from hivegate.mcp.negotiation import parse_accept
 
 __all__ = [
     "HostPolicy",
@@ -42,7 +50,9 @@ __all__ = [
     "accepts_json_and_sse",
     "check_accept",
     "check_content_type",
+    "check_encoded_headers",
     "check_jsonrpc_envelope",
+    "check_modern_envelope",
     "decode_headers",
     "is_modern",
     "parse_json",
@@ -55,6 +65,8 @@ __all__ = [
 
 
 _VERDICT_CACHE_SIZE = 1024
+_B64_SENTINEL = re.compile(r"=\?base64\?(.*)\?=", re.DOTALL)
+"""SEP-2243's encoding of a header value that would not survive HTTP (as ``mcp.shared.inbound`` matches it)."""
 
 
 class HostPolicy:
@@ -121,23 +133,51 @@ def check_content_type(headers: dict[str, str]) -> None:
         raise UnsupportedMediaTypeError("Content-Type must be application/json")
 
 
-@functools.lru_cache(maxsize=256)
 def accepts_json_and_sse(accept: str) -> bool:
-    """Whether an ``Accept`` value admits both ``application/json`` and ``text/event-stream`` (wildcards count)."""
-    types = {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
-    if "*/*" in types:
-        return True
-    return bool(types & {"application/json", "application/*"}) and bool(types & {"text/event-stream", "text/*"})
+    """Whether an ``Accept`` value admits both ``application/json`` and ``text/event-stream`` (RFC 9110 weights)."""
+    acceptable = parse_accept(accept)
+    return acceptable.json and acceptable.sse
 
 
 def check_accept(headers: Mapping[str, str]) -> None:
-    """Spec: MCP 2026-07-28 basic/transports: the client MUST accept both JSON and SSE responses.
+    """Refuse a request that accepts neither reply type (see :func:`hivegate.mcp.negotiation.negotiate`).
 
     Raises:
-        NotAcceptableError: it does not (406).
+        NotAcceptableError: neither ``application/json`` nor ``text/event-stream`` is acceptable (406).
     """
-    if not accepts_json_and_sse(headers.get("accept", "")):
-        raise NotAcceptableError("Accept must list both application/json and text/event-stream")
+    acceptable = parse_accept(headers.get("accept"))
+    if not acceptable.json and not acceptable.sse:
+        raise NotAcceptableError("Accept must admit application/json or text/event-stream")
+
+
+def check_modern_envelope(decoded: Any) -> None:
+    """The one envelope check of a modern body before any dispatch: a ``method`` member must be a string.
+
+    Everything else that is malformed the SDK's ladder words itself (-32600, ``id: null``); a
+    non-string ``method`` would reach dict lookups by method name on the lean path first.
+
+    Raises:
+        InvalidRequestError: ``decoded`` is an object whose ``method`` is not a string (-32600).
+    """
+    if isinstance(decoded, dict) and "method" in decoded and not isinstance(decoded["method"], str):
+        raise InvalidRequestError("Invalid request: 'method' must be a string")
+
+
+def check_encoded_headers(headers: Mapping[str, str]) -> None:
+    """Refuse ``Mcp-Name`` / ``Mcp-Param-*`` values in the ``=?base64?…?=`` form whose payload is not ASCII.
+
+    Spec: SEP-2243: a malformed encoded value never matches the body, so it is a header mismatch;
+    checked once here, before either path decodes it (the SDK's decoder raises on non-ASCII).
+
+    Raises:
+        HeaderMismatchError: such a header (400, -32020).
+    """
+    for name, value in headers.items():
+        if not value.startswith("=?") or (name != "mcp-name" and not name.startswith("mcp-param-")):
+            continue  # the value test first: this runs on every modern request
+        encoded = _B64_SENTINEL.fullmatch(value)
+        if encoded is not None and not encoded.group(1).isascii():
+            raise HeaderMismatchError(f"{name} header is not valid base64")
 
 
 def check_jsonrpc_envelope(body: bytes) -> dict[str, Any]:
@@ -278,8 +318,9 @@ def is_modern(headers: Mapping[str, str]) -> bool:
 
 
 class McpPost(NamedTuple):
-    """A checked POST body: ``decoded`` is the parsed JSON (modern) or the checked JSON-RPC message (legacy);
-    ``receive`` replays ``body`` to whoever reads the request next."""
+    """A checked POST body: ``decoded`` is the parsed JSON (modern), the checked JSON-RPC message
+    (legacy) or, when batches are allowed, the list of a batch's raw elements; ``receive``
+    replays ``body`` to whoever reads the request next."""
 
     body: bytes
     decoded: Any
@@ -287,27 +328,42 @@ class McpPost(NamedTuple):
 
 
 async def read_mcp_post(
-    scope: Scope, receive: Receive, headers: dict[str, str], max_body_bytes: int, *, modern: bool
+    scope: Scope,
+    receive: Receive,
+    headers: dict[str, str],
+    max_body_bytes: int,
+    *,
+    modern: bool,
+    allow_batch: bool = False,
 ) -> McpPost:
     """Check and read the body of an MCP POST.
+
+    Args:
+        allow_batch: a JSON array is returned as a list (unchecked elements) instead of refused
+            (a 2025-03-26 session's batch; Spec: MCP 2025-03-26 basic/transports).
 
     Raises:
         UnsupportedMediaTypeError: not ``application/json`` (415).
         PayloadTooLargeError: larger than ``max_body_bytes`` (413).
-        BatchNotSupportedError: a JSON-RPC batch (400).
-        NotAcceptableError: a modern request that does not accept both JSON and SSE (406).
-        ParseError, InvalidRequestError: not JSON, or (legacy) not one JSON-RPC message.
+        BatchNotSupportedError: a JSON-RPC batch where none is allowed (400).
+        HeaderMismatchError: (modern) an undecodable ``Mcp-Name`` / ``Mcp-Param-*`` header (400).
+        ParseError, InvalidRequestError: not JSON, or not one well-formed JSON-RPC message.
     """
     check_content_type(headers)
     body = await read_body(scope, receive, max_body_bytes, headers)
     if body.lstrip()[:1] == b"[":
+        if allow_batch and not modern:
+            batch = parse_json(body)
+            if isinstance(batch, list):
+                return McpPost(body, batch, replay_receive(body, receive))
         raise BatchNotSupportedError(
             "JSON-RPC batches are not supported: send one request per POST "
             "(batching existed only in MCP 2025-03-26 and was removed in 2025-06-18)"
         )
     if modern:
-        check_accept(headers)
         decoded: Any = parse_json(body)  # strict JSON: NaN / Infinity are -32700 here as on the legacy wire
+        check_modern_envelope(decoded)
+        check_encoded_headers(headers)
     else:
         decoded = check_jsonrpc_envelope(body)
     return McpPost(body, decoded, replay_receive(body, receive))

@@ -19,7 +19,12 @@ agents (added, removed, changed, MCP switched on or off, new owner), and the cha
 the agents' runtimes this endpoint has used (their spec updates and their backend servers' own
 events, resource updates with the wrapped URI).
 
-Not here: hivegate's lean paths (every request goes through the SDK), resource templates (see
+A 2025-03-26 session's batch is split and each element served as its own POST
+(:mod:`hivegate.mcp.batch`); replies are negotiated as on the agent endpoints
+(:mod:`hivegate.mcp.negotiation`).
+
+Not here: hivegate's lean paths (every request goes through the SDK, except a one-shot request
+without a session, :func:`~hivegate.mcp.legacy_fastpath.serve_oneshot`), resource templates (see
 :mod:`hivegate.mcp.user_handlers`), and legacy ``resources/subscribe`` / ``logging/setLevel``.
 """
 
@@ -58,9 +63,12 @@ from hivegate.agents.registry import AgentChange
 from hivegate.auth.gate import EndpointGate
 from hivegate.auth.principal import Principal, current_principal, principal_scope
 from hivegate.errors import GatewayError, InternalError
+from hivegate.mcp.batch import BATCH_ELEMENT, BATCH_VERSION, ServeOne, element_request, serve_batch
 from hivegate.mcp.event_store import EndpointEventStore
 from hivegate.mcp.host import AgentHost
-from hivegate.mcp.legacy_sessions import BudgetedSessionManager
+from hivegate.mcp.legacy_fastpath import oneshot_candidate, serve_oneshot
+from hivegate.mcp.legacy_sessions import BudgetedSessionManager, LegacySessions
+from hivegate.mcp.negotiation import adapt_send, negotiate, refuse_unstreamable
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.rendering import jsonrpc_error_response
 from hivegate.mcp.runtime import AgentRuntime, ListChangedServer
@@ -69,6 +77,7 @@ from hivegate.mcp.transport import (
     HostPolicy,
     is_modern,
     read_mcp_post,
+    replay_receive,
     request_headers,
     without_session_header_on_error,
 )
@@ -212,6 +221,9 @@ class UserEndpoint:
             max_sessions=settings.mcp.max_sessions_per_agent,
         )
         self._legacy = _LegacySessions(self.manager)
+        self._versions = LegacySessions(self.manager, settings.mcp.session_idle_timeout_seconds)
+        """The negotiated version of each session (2025-03-26 sessions may send batches)."""
+        self._max_batch_messages = settings.mcp.max_batch_messages
 
     def _build_server(self) -> Server[Any]:
         h = self.handlers
@@ -280,15 +292,53 @@ class UserEndpoint:
             raise InternalError("the credential names no user")
         with principal_scope(principal):
             modern = is_modern(headers)
+            mode = negotiate(scope, headers.get("accept"))
+            send = adapt_send(send, mode)
             message: Any = None
             if scope["method"] == "POST":
-                post = await read_mcp_post(scope, receive, headers, self._max_body_bytes, modern=modern)
+                allow_batch = BATCH_ELEMENT not in scope and self._in_batch_session(headers)
+                post = await read_mcp_post(
+                    scope, receive, headers, self._max_body_bytes, modern=modern, allow_batch=allow_batch
+                )
                 receive, message = post.receive, post.decoded
+                if isinstance(message, list):
+                    serve_one = self._batch_element(scope, receive, headers)
+                    await serve_batch(message, serve_one, send, max_messages=self._max_batch_messages)
+                    return
+                if modern:
+                    refuse_unstreamable(mode, message)
+                elif oneshot_candidate(headers, message):
+                    await serve_oneshot(self.server, "/mcp", message, send)
+                    return
+                else:
+                    send = self._follow_handshake(headers, message, send)
             if not modern and _SESSION_HEADER not in headers:
                 send = without_session_header_on_error(send)
             scope["user"] = _Caller(principal)
             with self._host.budgets.admit(scope, headers, message, principal, modern=modern):
                 await self.events.handle(self.manager.handle_request, scope, receive, send)
+
+    def _in_batch_session(self, headers: dict[str, str]) -> bool:
+        session_id = headers.get(_SESSION_HEADER)
+        return session_id is not None and self._versions.ready_version(session_id) == BATCH_VERSION
+
+    def _follow_handshake(self, headers: dict[str, str], message: dict[str, Any], send: Send) -> Send:
+        """Record the version a session negotiates, once the SDK accepts its handshake."""
+        session_id = headers.get(_SESSION_HEADER)
+        if session_id is None and message.get("method") == "initialize":
+            return self._versions.watch_initialize(message.get("params"), send)
+        if session_id is not None and message.get("method") == "notifications/initialized":
+            return self._versions.watch_initialized(session_id, send)
+        return send
+
+    def _batch_element(self, scope: Scope, receive: Receive, headers: dict[str, str]) -> ServeOne:
+        """Serve one element of a 2025-03-26 batch as a POST of its own (:mod:`hivegate.mcp.batch`)."""
+
+        async def serve_one(body: bytes, send: Send) -> None:
+            element_scope, _ = element_request(scope, headers, body)
+            await self._serve(element_scope, replay_receive(body, receive), send)
+
+        return serve_one
 
     async def _as_caller(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Serve each request as its own caller (a handshake-era session's tasks inherit the opener's

@@ -10,6 +10,10 @@ Endpoints (paths relative to the gateway's public URL, which is also the issuer,
     RFC 9728 protected-resource metadata; ``resource`` is the endpoint URL exactly, ``scopes_supported``
     ``["agent:{id}"]`` or ``["mcp"]`` (:mod:`~hivegate.auth.oauth.resource_metadata`). Served for every
     syntactically valid agent id, existing or not (existence does not leak); other ids 404.
+``GET /.well-known/oauth-protected-resource``
+    The same document for the gateway as a whole (RFC 9728 §3: the well-known URI of a resource
+    identifier without a path), ``resource`` = the public base URL; the original platform's
+    documented URL, and where clients look when a challenge names no metadata URL.
 ``POST /oauth/register``
     RFC 7591 dynamic client registration (the SDK's handler) with hivegate's redirect-URI policy
     applied to the URIs as sent (:class:`~hivegate.auth.oauth.redirects.RedirectPolicy`, including
@@ -301,6 +305,9 @@ class AuthorizationServer:
 
     async def _user_resource_metadata(self, request: Request) -> Response:
         return self._resource_metadata(user_resource(self.issuer), None)
+
+    async def _root_resource_metadata(self, request: Request) -> Response:
+        return self._resource_metadata(self.issuer, None)
 
     async def _agent_resource_metadata(self, request: Request) -> Response:
         agent_id: str = request.path_params["agent_id"]
@@ -732,6 +739,11 @@ class AuthorizationServer:
             Route(
                 "/.well-known/oauth-authorization-server",
                 _endpoint(self._as_metadata, limit=sdk_limit, cors=get),
+                methods=get,
+            ),
+            Route(
+                "/.well-known/oauth-protected-resource",
+                _endpoint(self._root_resource_metadata, limit=sdk_limit, cors=get),
                 methods=get,
             ),
             Route(
