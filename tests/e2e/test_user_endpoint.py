@@ -376,10 +376,21 @@ def test_a_session_belongs_to_the_user_who_opened_it(world: World) -> None:
 
 
 def test_refused_opening_request_has_no_session_header(world: World) -> None:
+    """A handshake-era request that names a revision but no session is refused, with no session header."""
     not_initialize = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-    response = _post(world, world.alice, not_initialize)
+    headers = {**HEADERS, "Authorization": f"Bearer {world.alice}", "MCP-Protocol-Version": "2025-11-25"}
+    response = httpx.post(world.url, json=not_initialize, headers=headers, timeout=CALL_TIMEOUT_SECONDS)
     assert response.status_code == 400
     assert "mcp-session-id" not in response.headers
+
+
+def test_sessionless_call_is_served_one_shot_without_a_session(world: World) -> None:
+    """Issue 7 item 14: the original's documented call (no initialize, no session, no version header) is
+    answered once, as JSON, and opens no session."""
+    response = _post(world, world.alice, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert response.status_code == 200, response.text
+    assert "mcp-session-id" not in response.headers
+    assert response.json()["result"]["tools"]
 
 
 def test_transport_checks_apply(world: World) -> None:
