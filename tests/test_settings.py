@@ -114,6 +114,14 @@ def test_secrets_with_control_characters_are_refused(tmp_path: Path, suffix: str
         load_settings(config)
 
 
+def test_a_wildcard_bind_address_is_not_the_base_url() -> None:
+    """Fresh-clone trial of issue 7 (item 17, `make serve HOST=0.0.0.0`): a wildcard bind address is no URL a
+    client can use, so without server.public_url the issuer and resource URLs name loopback."""
+    assert load_settings(server={"host": "0.0.0.0", "port": 9000}).base_url() == "http://127.0.0.1:9000"
+    assert load_settings(server={"host": "::", "port": 9000}).base_url() == "http://[::1]:9000"
+    assert load_settings(server={"host": "10.1.2.3", "port": 9000}).base_url() == "http://10.1.2.3:9000"
+
+
 def test_public_url_is_the_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
     assert load_settings(server={"port": 9000}).base_url() == "http://127.0.0.1:9000"
     monkeypatch.setenv("HIVEGATE_SERVER__PUBLIC_URL", "https://gw.example.com/")

@@ -323,12 +323,20 @@ class Settings(BaseSettings):
         return bool(self.default_secrets())
 
     def base_url(self) -> str:
-        """``server.public_url``, or ``http://{host}:{port}`` (no trailing slash): the issuer and resource base."""
+        """``server.public_url``, or ``http://{host}:{port}`` (no trailing slash): the issuer and resource base.
+
+        A wildcard bind address (``0.0.0.0``, ``::``) names no host a client can reach, so it stands for
+        the loopback address of its family: set ``server.public_url`` to serve other machines.
+        """
         if self.server.public_url is not None:
             return self.server.public_url
-        host = self.server.host
+        host = _WILDCARD_HOSTS.get(self.server.host, self.server.host)
         shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{self.server.port}"
+
+
+_WILDCARD_HOSTS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+"""Bind addresses that mean "every interface", and the loopback address that stands for each in URLs."""
 
 
 def _key_name(loc: tuple[int | str, ...]) -> str:

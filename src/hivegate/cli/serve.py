@@ -82,6 +82,12 @@ def serve(
         settings = settings.model_copy(
             update={"server": settings.server.model_copy(update={"port": sock.getsockname()[1]})}
         )
+    if settings.server.public_url is None and settings.server.host in ("0.0.0.0", "::", ""):
+        err_console.print(
+            f"[yellow]warning:[/yellow] listening on every interface, but OAuth and resource URLs name "
+            f"{settings.base_url()}: set HIVEGATE_SERVER__PUBLIC_URL (and server.allowed_hosts) for other machines.",
+            highlight=False,
+        )
     if reload:
         from hivegate.cli.reload import reload_dirs, serve_reloading
 
