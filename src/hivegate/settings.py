@@ -144,6 +144,9 @@ class McpSettings(_Group):
     """Open handshake-era GET (SSE) streams per principal; 429 beyond."""
     max_get_streams_total: Annotated[int, Field(ge=1)] = 4096
     """Open handshake-era GET streams over every endpoint of the process; 503 beyond."""
+    anonymous_budget_share: Annotated[float, Field(gt=0, le=1)] = 0.5
+    """Share of each ``max_*_total`` that anonymous callers (``auth = "none"`` agents, keyed by client
+    address) may hold together; 503 beyond it, so many addresses cannot lock users out. ``1``: no share."""
     budget_retry_after_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
     """``Retry-After`` sent with a refusal of the caps above."""
     sse_retry_interval_ms: Annotated[int, Field(ge=0)] = 1000
