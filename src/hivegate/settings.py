@@ -254,6 +254,8 @@ class SecuritySettings(_Group):
     login_max_failures: Annotated[int, Field(ge=1)] = 5
     """Failed sign-ins per username (and per client address) within ``login_window_seconds`` before throttling."""
     login_window_seconds: Annotated[int, Field(ge=1)] = 300
+    password_checks_concurrency: Annotated[int, Field(ge=1, le=64)] = 4
+    """Sign-in password checks (argon2id: ~64 MiB and one core each) run at once; more wait their turn."""
     registrations_per_hour: Annotated[int, Field(ge=1)] = 60
     """Dynamic client registrations accepted per client address per hour (429 beyond; per process)."""
     authorizations_per_minute: Annotated[int, Field(ge=1)] = 60

@@ -272,6 +272,9 @@ class AuthorizationServer:
         self._token_handler = TokenHandler(self.provider, self._client_auth)
         self._register_handler = RegistrationHandler(self.provider, ClientRegistrationOptions(enabled=True))
         self.metadata = self._build_metadata(client_metadata is not None)
+        self.password_checks = anyio.CapacityLimiter(settings.security.password_checks_concurrency)
+        """Worker threads for argon2id checks (``security.password_checks_concurrency``): each takes ~64 MiB,
+        so the memory of concurrent sign-ins is bounded, whatever the number of addresses they come from."""
         self.timing_hash: str | None = None
         """The hash checked for unknown usernames, so they take as long as known ones (made on first use
         with :func:`~hivegate.auth.passwords.hash_password`'s parameters)."""
@@ -498,12 +501,15 @@ class AuthorizationServer:
     async def _check_password(self, username: str, password: str) -> User | None:
         """The enabled user with these credentials, or None; as slow for unknown users as for known ones."""
         user = await self._credentials.get_user_by_username(username) if len(username) <= 64 else None
+        limiter = self.password_checks
         if user is None:
             if self.timing_hash is None:
-                self.timing_hash = await anyio.to_thread.run_sync(hash_password, secrets.token_urlsafe(16))
-            await anyio.to_thread.run_sync(verify_password, self.timing_hash, password)
+                self.timing_hash = await anyio.to_thread.run_sync(
+                    hash_password, secrets.token_urlsafe(16), limiter=limiter
+                )
+            await anyio.to_thread.run_sync(verify_password, self.timing_hash, password, limiter=limiter)
             return None
-        ok = await anyio.to_thread.run_sync(verify_password, user.password_hash, password)
+        ok = await anyio.to_thread.run_sync(verify_password, user.password_hash, password, limiter=limiter)
         return user if ok and not user.disabled else None
 
     def _forbidden_page(self, request: Request) -> Response:
