@@ -75,7 +75,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route, request_response
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hivegate.agents.model import AgentSpec
 from hivegate.agents.registry import AgentRegistry
@@ -102,7 +102,7 @@ from hivegate.auth.passwords import hash_password, verify_password
 from hivegate.auth.principal import USER_SCOPE
 from hivegate.auth.tokens import TokenCodec
 from hivegate.auth.urls import agent_resource, user_resource
-from hivegate.errors import GatewayError
+from hivegate.errors import GatewayError, PayloadTooLargeError
 from hivegate.mcp.coverage import GrantCoverage, spec_coverage
 from hivegate.settings import Settings
 from hivegate.storage.credentials import CredentialStore, User
@@ -131,10 +131,39 @@ def _endpoint(
     cors: list[str] | None = None,
     page: ErrorPage | None = None,
 ) -> ASGIApp:
-    app: ASGIApp = RequestBodyLimitMiddleware(
-        request_response(_form_errors_are_400(_rendering_errors(handler, page))), limit
-    )
+    app: ASGIApp = _BodyLimit(request_response(_form_errors_are_400(_rendering_errors(handler, page))), limit, page)
     return _cors(app, cors) if cors is not None else app
+
+
+class _BodyLimit:
+    """The SDK's ``RequestBodyLimitMiddleware`` (declared and streamed bodies over ``limit`` bytes), whose
+    own refusal — a bare text 413 — is answered in the endpoint's form instead: an RFC 6749 §5.2 JSON
+    ``invalid_request`` (:class:`~hivegate.errors.PayloadTooLargeError`), or ``page`` on a browser page.
+
+    A class, not a function: Starlette's ``Route`` serves a plain function as a request handler.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int, page: ErrorPage | None) -> None:
+        self._limited = RequestBodyLimitMiddleware(app, limit)
+        self._limit = limit
+        self._page = page
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refused = False
+
+        async def watched(message: Message) -> None:
+            nonlocal refused
+            if message["type"] == "http.response.start" and message["status"] == 413:
+                # the middleware's own answer (the handlers never send 413), held back and replaced below
+                refused = not any(name.lower() == b"content-type" for name, _ in message.get("headers", ()))
+            if not refused:
+                await send(message)
+
+        await self._limited(scope, receive, watched)
+        if refused:
+            exc = PayloadTooLargeError(f"The request body is larger than {self._limit} bytes.")
+            response = oauth_error_response(exc) if self._page is None else self._page(Request(scope), exc)
+            await response(scope, receive, send)
 
 
 def _rendering_errors(
