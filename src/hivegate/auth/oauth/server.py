@@ -111,7 +111,39 @@ from hivegate.storage.oauth import (
     OAuthStore,
 )
 
-__all__ = ["BROWSER_COOKIE", "AuthorizationServer", "GatewayOAuthProvider"]
+__all__ = ["BROWSER_COOKIE", "AuthorizationServer", "GatewayOAuthProvider", "OAuthPlaneErrors"]
+
+
+class OAuthPlaneErrors:
+    """Wraps the router of ``/oauth/*`` and ``/.well-known/*``: its own bare-text 404 (no such path) and 405
+    (method not allowed, ``Allow`` kept, RFC 9110 §15.5.6) become JSON, as every other answer there:
+    ``{"error": "not_found"}`` and ``{"error": "invalid_request", …}`` (RFC 6749 §5.2)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        replaced: list[Message] = []
+
+        async def watched(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] in (404, 405):
+                headers = list(message.get("headers", ()))
+                if any(n.lower() == b"content-type" and v.startswith(b"text/plain") for n, v in headers):
+                    replaced.append(message)  # Starlette's own answer: held back, answered below
+                    return
+            if not replaced:
+                await send(message)
+
+        await self._app(scope, receive, watched)
+        if replaced:
+            start = replaced[0]
+            allow = {n.lower(): v for n, v in start.get("headers", ())}.get(b"allow")
+            if start["status"] == 405:
+                body = {"error": "invalid_request", "error_description": f"{scope['method']} is not allowed here"}
+            else:
+                body = {"error": "not_found", "error_description": "No such endpoint"}
+            headers = {"Cache-Control": "no-store", **({"Allow": allow.decode("latin-1")} if allow else {})}
+            await JSONResponse(body, status_code=start["status"], headers=headers)(scope, receive, send)
 
 
 def _cors(app: ASGIApp, methods: list[str]) -> ASGIApp:
