@@ -33,14 +33,14 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, Router
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hivegate.agents.loader import load_agents_file
 from hivegate.agents.registry import AgentRegistry
 from hivegate.auth.gate import EndpointGate
 from hivegate.auth.oauth.cimd import ClientMetadataResolver
 from hivegate.auth.oauth.redirects import RedirectPolicy
-from hivegate.auth.oauth.server import AuthorizationServer
+from hivegate.auth.oauth.server import AuthorizationServer, OAuthPlaneErrors
 from hivegate.auth.resolver import CredentialResolver
 from hivegate.auth.tokens import TokenCodec
 from hivegate.errors import StoreUnavailableError
@@ -116,7 +116,7 @@ def create_app(settings: Settings, *, store: AgentStore | None = None) -> Hivega
             client_metadata=client_metadata,
             coverage=functools.partial(agent_coverage, host),
         )
-        auth_routes.bind(Router(routes=authorization_server.routes()))
+        auth_routes.bind(OAuthPlaneErrors(Router(routes=authorization_server.routes())))
         gateway = Gateway(settings, agent_store, registry, host, credentials, oauth, gate)
         holder["gateway"] = gateway
         app.state.gateway = gateway
@@ -261,9 +261,9 @@ class _LateRouter:
     """The authorization server's routes, bound once the lifespan has built the server (404 before)."""
 
     def __init__(self) -> None:
-        self._router: Router | None = None
+        self._router: ASGIApp | None = None
 
-    def bind(self, router: Router) -> None:
+    def bind(self, router: ASGIApp) -> None:
         self._router = router
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -142,6 +142,7 @@ class HeaderMismatchError(InvalidRequestError):
 class PayloadTooLargeError(InvalidRequestError):
     code = "payload_too_large"
     http_status = 413
+    oauth_code = "invalid_request"
 
 
 class UnsupportedMediaTypeError(InvalidRequestError):

@@ -144,6 +144,9 @@ class McpSettings(_Group):
     """Open handshake-era GET (SSE) streams per principal; 429 beyond."""
     max_get_streams_total: Annotated[int, Field(ge=1)] = 4096
     """Open handshake-era GET streams over every endpoint of the process; 503 beyond."""
+    anonymous_budget_share: Annotated[float, Field(gt=0, le=1)] = 0.5
+    """Share of each ``max_*_total`` that anonymous callers (``auth = "none"`` agents, keyed by client
+    address) may hold together; 503 beyond it, so many addresses cannot lock users out. ``1``: no share."""
     budget_retry_after_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
     """``Retry-After`` sent with a refusal of the caps above."""
     sse_retry_interval_ms: Annotated[int, Field(ge=0)] = 1000
@@ -251,6 +254,8 @@ class SecuritySettings(_Group):
     login_max_failures: Annotated[int, Field(ge=1)] = 5
     """Failed sign-ins per username (and per client address) within ``login_window_seconds`` before throttling."""
     login_window_seconds: Annotated[int, Field(ge=1)] = 300
+    password_checks_concurrency: Annotated[int, Field(ge=1, le=64)] = 4
+    """Sign-in password checks (argon2id: ~64 MiB and one core each) run at once; more wait their turn."""
     registrations_per_hour: Annotated[int, Field(ge=1)] = 60
     """Dynamic client registrations accepted per client address per hour (429 beyond; per process)."""
     authorizations_per_minute: Annotated[int, Field(ge=1)] = 60

@@ -85,3 +85,31 @@ async def test_empty_and_oversized_batches_are_refused_whole() -> None:
         400,
         -32600,
     )
+
+
+async def test_a_request_level_refusal_answers_the_whole_batch() -> None:
+    """Issue 7 item 13 (attack trial): an element's 404 (session gone or not the caller's) is the batch's answer.
+
+    Folding it into a 200 array hid from the client that its session had ended (2025-03-26
+    basic/transports: a client starts a new session on 404); later elements are not served.
+    """
+    served: list[Any] = []
+
+    async def session_gone(body: bytes, send: Send) -> None:
+        served.append(orjson.loads(body))
+        payload = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session not found"}}'
+        headers = [(b"content-type", b"application/json"), (b"retry-after", b"5")]
+        await send({"type": "http.response.start", "status": 404, "headers": headers})
+        await send({"type": "http.response.body", "body": payload})
+
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "id": 2, "method": "ping"}]
+    await serve_batch(batch, session_gone, send, max_messages=64)
+    assert sent[0]["status"] == 404
+    assert (b"retry-after", b"5") in sent[0]["headers"]
+    assert orjson.loads(sent[1]["body"])["error"]["message"] == "Session not found"
+    assert served == batch[:1]

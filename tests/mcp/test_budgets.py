@@ -277,3 +277,42 @@ def test_defaults_are_sane() -> None:
     assert mcp.max_sessions_per_principal * 10 <= mcp.max_sessions_total
     assert mcp.max_listen_streams_per_principal * 10 <= mcp.max_listen_streams_total
     assert mcp.max_get_streams_per_principal * 10 <= mcp.max_get_streams_total
+
+
+def test_anonymous_callers_together_hold_only_their_share() -> None:
+    """Issue 7 item 2 (attack trial): anonymous addresses add up to at most ``anonymous_total``; users still fit.
+
+    Each anonymous caller is budgeted by address, and an attacker has many addresses: without a
+    share of their own, a few of them would hold the whole process total.
+    """
+    budget = Budget("sessions", per_principal=2, total=6, retry_after_seconds=7, anonymous_total=3)
+    budget.acquire("addr:127.0.0.2")
+    budget.acquire("addr:127.0.0.2")
+    third = budget.acquire("addr:127.0.0.3")
+    with pytest.raises(CapacityExhaustedError) as refused:
+        budget.acquire("addr:127.0.0.4")  # an address holding nothing: the anonymous share is taken
+    assert refused.value.data == {"budget": "sessions", "limit": 3}
+    assert refused.value.headers == {"Retry-After": "7"}
+    budget.acquire("user:alice")  # a user, and a bak_ key, still find room
+    budget.acquire("key:key_1")
+    third.release()
+    budget.acquire("addr:127.0.0.4")  # a returned anonymous slot is anonymous room again
+    assert budget.total_held == 5
+
+
+def test_the_anonymous_share_comes_from_the_settings() -> None:
+    """Issue 7 item 2: ``mcp.anonymous_budget_share`` of each total, rounded down, at least 1."""
+    budgets = McpBudgets(
+        McpSettings(
+            max_sessions_per_principal=1,
+            max_sessions_total=9,
+            max_get_streams_per_principal=1,
+            max_get_streams_total=1,
+            anonymous_budget_share=0.5,
+        )
+    )
+    assert budgets.sessions.anonymous_total == 4
+    assert budgets.get_streams.anonymous_total == 1
+    assert McpBudgets(McpSettings()).sessions.anonymous_total == 5000
+    with pytest.raises(ValueError, match="anonymous_total"):
+        Budget("sessions", per_principal=1, total=2, retry_after_seconds=1, anonymous_total=3)

@@ -188,3 +188,29 @@ def test_budgets_hold_and_every_kept_cursor_resumes_without_a_gap(operations: li
                 if sessions[held_by].holds(cursor):
                     later = [t for _, t in events[position + 1 :] if t is not None]
                     assert _texts(sessions[held_by], cursor) == later
+
+
+def test_anonymous_addresses_together_keep_only_their_share() -> None:
+    """Issue 7 item 2 (attack trial): many anonymous addresses cannot push a user's events out.
+
+    Each address has its own per-account budget, and an attacker has many addresses: without a
+    share of their own, sixteen of them fill the default 128 MiB total and evict every user's
+    events (a user's resume then gets 400 ``unknown_event_id``). Anonymous accounts together keep
+    at most ``bytes_anonymous``; over it their own oldest events go.
+    """
+    journal = EventJournal(48 * KIB, 100 * KIB, bytes_anonymous=50 * KIB)
+    victim = journal.open_session("user:victim", "user:victim")
+    victim_cursor = victim.append("1", None, new_stream=True)
+    for _ in range(4):
+        victim.append("1", _progress("v" * (10 * KIB)))
+    flooders = [journal.open_session(f"addr:10.0.0.{n}", "anonymous") for n in range(20)]
+    body = "x" * (2 * KIB)
+    for _ in range(8):
+        for flooder in flooders:
+            flooder.append("1", _progress(body))
+            anonymous = sum(journal.bytes_of(f"addr:10.0.0.{n}") for n in range(20))
+            assert anonymous <= 50 * KIB
+            assert journal.bytes <= 100 * KIB
+    assert _texts(victim, victim_cursor) == ["v" * (10 * KIB)] * 4
+    with pytest.raises(ValueError, match="bytes_anonymous"):
+        EventJournal(16 * KIB, 100 * KIB, bytes_anonymous=200 * KIB)

@@ -20,7 +20,11 @@ handshake-era GET with ``Mcp-Session-Id``           ``get_streams``     the resp
 
 A principal over its own cap gets :class:`~hivegate.errors.BudgetExceededError` (429); any
 caller while the process total is reached gets :class:`~hivegate.errors.CapacityExhaustedError`
-(503); both carry ``Retry-After``. Counting is synchronous (no ``await`` between the check and
+(503); both carry ``Retry-After``. Anonymous callers (``addr:`` keys) together hold at most
+``anonymous_total`` of each budget (``mcp.anonymous_budget_share`` of the total), and get 503
+beyond it: their principals are client addresses, which an attacker has many of, so without
+this share a few addresses would add up to the whole total and lock every user out.
+Counting is synchronous (no ``await`` between the check and
 the increment), so concurrent openings on the one event loop never exceed a cap; the budgets
 are not thread-safe and are per process (N replicas allow N times the total).
 
@@ -49,6 +53,8 @@ from hivegate.settings import McpSettings
 __all__ = ["Budget", "McpBudgets", "Slot", "opening_session", "principal_key", "take_opening_slot"]
 
 _SESSION_HEADER = "mcp-session-id"
+_ANONYMOUS = "addr:"
+"""Prefix of the keys of anonymous callers (:func:`principal_key`)."""
 _NOTHING = nullcontext()
 
 
@@ -82,19 +88,34 @@ class Budget:
         per_principal: the cap per key (>= 1).
         total: the cap over every key (>= ``per_principal``).
         retry_after_seconds: the ``Retry-After`` sent with a refusal.
+        anonymous_total: the cap over every anonymous key (``addr:…``) together (1 to ``total``;
+            default ``total``).
 
     Not thread-safe: use from one event loop (every method is synchronous).
     """
 
-    def __init__(self, name: str, *, per_principal: int, total: int, retry_after_seconds: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        per_principal: int,
+        total: int,
+        retry_after_seconds: int,
+        anonymous_total: int | None = None,
+    ) -> None:
         if not 1 <= per_principal <= total:
             raise ValueError(f"{name}: need 1 <= per_principal ({per_principal}) <= total ({total})")
+        anonymous_total = total if anonymous_total is None else anonymous_total
+        if not 1 <= anonymous_total <= total:
+            raise ValueError(f"{name}: need 1 <= anonymous_total ({anonymous_total}) <= total ({total})")
         self.name = name
         self.per_principal = per_principal
         self.total = total
+        self.anonymous_total = anonymous_total
         self.retry_after_seconds = retry_after_seconds
         self._held: dict[str, int] = {}
         self._total_held = 0
+        self._anonymous_held = 0
 
     @property
     def total_held(self) -> int:
@@ -110,7 +131,8 @@ class Budget:
 
         Raises:
             BudgetExceededError: ``key`` already holds ``per_principal`` slots (429).
-            CapacityExhaustedError: ``total`` slots are held in all (503).
+            CapacityExhaustedError: ``total`` slots are held in all, or ``key`` is anonymous and
+                anonymous keys hold ``anonymous_total`` (503).
         """
         held = self._held.get(key, 0)
         if held >= self.per_principal:
@@ -125,8 +147,17 @@ class Budget:
                 retry_after_seconds=self.retry_after_seconds,
                 data={"budget": self.name, "limit": self.total},
             )
+        anonymous = key.startswith(_ANONYMOUS)
+        if anonymous and self._anonymous_held >= self.anonymous_total:
+            raise CapacityExhaustedError(
+                f"The server has no room for more {self.name.replace('_', ' ')} of anonymous callers "
+                f"(limit {self.anonymous_total})",
+                retry_after_seconds=self.retry_after_seconds,
+                data={"budget": self.name, "limit": self.anonymous_total},
+            )
         self._held[key] = held + 1
         self._total_held += 1
+        self._anonymous_held += anonymous
         return Slot(self, key)
 
     @contextmanager
@@ -149,6 +180,7 @@ class Budget:
         else:
             del self._held[key]
         self._total_held -= 1
+        self._anonymous_held -= key.startswith(_ANONYMOUS)
 
 
 class _Offer:
@@ -220,24 +252,23 @@ class McpBudgets:
 
     def __init__(self, settings: McpSettings) -> None:
         retry = settings.budget_retry_after_seconds
-        self.sessions = Budget(
-            "sessions",
-            per_principal=settings.max_sessions_per_principal,
-            total=settings.max_sessions_total,
-            retry_after_seconds=retry,
+        share = settings.anonymous_budget_share
+
+        def budget(name: str, per_principal: int, total: int) -> Budget:
+            anonymous_total = max(1, int(total * share))
+            return Budget(
+                name,
+                per_principal=per_principal,
+                total=total,
+                retry_after_seconds=retry,
+                anonymous_total=anonymous_total,
+            )
+
+        self.sessions = budget("sessions", settings.max_sessions_per_principal, settings.max_sessions_total)
+        self.listen_streams = budget(
+            "listen_streams", settings.max_listen_streams_per_principal, settings.max_listen_streams_total
         )
-        self.listen_streams = Budget(
-            "listen_streams",
-            per_principal=settings.max_listen_streams_per_principal,
-            total=settings.max_listen_streams_total,
-            retry_after_seconds=retry,
-        )
-        self.get_streams = Budget(
-            "get_streams",
-            per_principal=settings.max_get_streams_per_principal,
-            total=settings.max_get_streams_total,
-            retry_after_seconds=retry,
-        )
+        self.get_streams = budget("get_streams", settings.max_get_streams_per_principal, settings.max_get_streams_total)
 
     def admit(
         self, scope: Scope, headers: Mapping[str, str], message: Any, principal: Principal, *, modern: bool

@@ -9,6 +9,10 @@ SDK-facing side, which binds events to an endpoint, a session and a principal, i
 Bounds, checked before an event is added (so they are never exceeded, not even briefly):
 
 * an account holds at most ``bytes_per_account``: its own oldest events are dropped first;
+* anonymous accounts (client addresses, ``addr:…``) together hold at most ``bytes_anonymous``
+  (``mcp.anonymous_budget_share`` of the total): the oldest anonymous events are dropped first.
+  An attacker has many addresses, so without this share a few of them would fill the total and
+  push every user's events out; users always keep ``bytes_total - bytes_anonymous``;
 * the journal holds at most ``bytes_total``: the oldest events of all are dropped first.
 
 An event is charged the length of its JSON (UTF-8) plus :data:`EVENT_OVERHEAD_BYTES`. Both rules
@@ -32,6 +36,9 @@ from mcp.server.streamable_http import EventId, EventMessage, StreamId
 from mcp_types import JSONRPCMessage
 
 __all__ = ["EVENT_OVERHEAD_BYTES", "EventJournal", "SessionEvents"]
+
+_ANONYMOUS = "addr:"
+"""Prefix of anonymous accounts (:func:`hivegate.mcp.budgets.principal_key`)."""
 
 EVENT_OVERHEAD_BYTES = 400
 """Charged per event on top of its JSON: the event object, its id and its index entries (about
@@ -148,17 +155,25 @@ class EventJournal:
     Args:
         bytes_per_account: the most one account's events may weigh (``mcp.event_store_bytes_per_principal``).
         bytes_total: the most all events may weigh (``mcp.event_store_bytes_total``).
+        bytes_anonymous: the most all anonymous accounts' events may weigh together (default
+            ``bytes_total``).
 
     Raises:
-        ValueError: a budget smaller than one event's overhead.
+        ValueError: a budget smaller than one event's overhead, or ``bytes_anonymous`` above the total.
     """
 
-    def __init__(self, bytes_per_account: int, bytes_total: int) -> None:
-        if min(bytes_per_account, bytes_total) < EVENT_OVERHEAD_BYTES:
+    def __init__(self, bytes_per_account: int, bytes_total: int, *, bytes_anonymous: int | None = None) -> None:
+        bytes_anonymous = bytes_total if bytes_anonymous is None else bytes_anonymous
+        if min(bytes_per_account, bytes_total, bytes_anonymous) < EVENT_OVERHEAD_BYTES:
             raise ValueError(f"event budgets must be at least {EVENT_OVERHEAD_BYTES} bytes")
+        if bytes_anonymous > bytes_total:
+            raise ValueError("bytes_anonymous must not exceed bytes_total")
         self._bytes_per_account = bytes_per_account
         self._bytes_total = bytes_total
+        self._bytes_anonymous = bytes_anonymous
         self._events: OrderedDict[str, _Event] = OrderedDict()
+        self._anonymous_events: OrderedDict[str, _Event] = OrderedDict()
+        self._anonymous_bytes = 0
         self._accounts: dict[str, _Account] = {}
         self._bytes = 0
         self._sequence = count()
@@ -188,13 +203,17 @@ class EventJournal:
         size = EVENT_OVERHEAD_BYTES
         if message is not None:
             size += len(message.model_dump_json(by_alias=True, exclude_unset=True).encode())
-        if size > min(self._bytes_per_account, self._bytes_total):
+        anonymous = stream.session.account.startswith(_ANONYMOUS)
+        limit = min(self._bytes_per_account, self._bytes_anonymous if anonymous else self._bytes_total)
+        if size > limit:
             # Too large to keep: keep a cursor, and no earlier cursor of the stream (that would skip it).
             self._drop(stream)
             message, size = None, EVENT_OVERHEAD_BYTES
         account = self._accounts[stream.session.account]
         while account.bytes + size > self._bytes_per_account:
             self._evict(next(iter(account.events.values())))
+        while anonymous and self._anonymous_bytes + size > self._bytes_anonymous:
+            self._evict(next(iter(self._anonymous_events.values())))
         while self._bytes + size > self._bytes_total:
             self._evict(next(iter(self._events.values())))
         event = _Event(secrets.token_urlsafe(16), stream, message, size, next(self._sequence))
@@ -204,6 +223,9 @@ class EventJournal:
         stream.session._joined(stream)  # pyright: ignore[reportPrivateUsage]  # evictions above may have emptied it
         account.bytes += size
         self._bytes += size
+        if anonymous:
+            self._anonymous_events[event.event_id] = event
+            self._anonymous_bytes += size
         return event.event_id
 
     def _evict(self, event: _Event) -> None:
@@ -215,6 +237,8 @@ class EventJournal:
         del account.events[event.event_id]
         account.bytes -= event.size
         self._bytes -= event.size
+        if self._anonymous_events.pop(event.event_id, None) is not None:
+            self._anonymous_bytes -= event.size
         if not stream.events:
             stream.session._emptied(stream)  # pyright: ignore[reportPrivateUsage]
 

@@ -20,7 +20,7 @@ from hivegate.agents.model import AgentSpec
 from hivegate.agents.registry import AgentChange, AgentRegistry
 from hivegate.errors import AgentUnavailableError
 from hivegate.mcp.budgets import McpBudgets
-from hivegate.mcp.event_journal import EventJournal
+from hivegate.mcp.event_journal import EVENT_OVERHEAD_BYTES, EventJournal
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.runtime import AgentRuntime
 from hivegate.settings import Settings
@@ -56,7 +56,12 @@ class AgentHost:
         self._codec = CursorCodec(settings.security.cursor_key.get_secret_value().encode())
         self.budgets = McpBudgets(settings.mcp)
         """What callers hold open on every MCP endpoint of this process (sessions, streams)."""
-        self.events = EventJournal(settings.mcp.event_store_bytes_per_principal, settings.mcp.event_store_bytes_total)
+        total = settings.mcp.event_store_bytes_total
+        self.events = EventJournal(
+            settings.mcp.event_store_bytes_per_principal,
+            total,
+            bytes_anonymous=max(EVENT_OVERHEAD_BYTES, int(total * settings.mcp.anonymous_budget_share)),
+        )
         """The process's kept SSE events: every agent endpoint's and ``/mcp``'s (one byte budget)."""
         self._runtimes: dict[str, AgentRuntime] = {}
         self._locks: dict[str, anyio.Lock] = {}

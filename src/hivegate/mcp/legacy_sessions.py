@@ -128,6 +128,11 @@ class LegacySessions:
         live = self._manager._server_instances  # pyright: ignore[reportPrivateUsage]  # see _transport
         return [(sid, session) for sid, session in self._sessions.items() if sid in live]
 
+    def live(self, session_id: str) -> bool:
+        """Whether the SDK still holds the session (not ended by ``DELETE``, idle expiry or a restart)."""
+        transport = self._transport(session_id)
+        return transport is not None and not transport.is_terminated
+
     def ready_version(self, session_id: str) -> str | None:
         """The negotiated version of an initialized, live session; None otherwise."""
         version = self._ready.get(session_id)

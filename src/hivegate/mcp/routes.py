@@ -19,8 +19,15 @@ from starlette.types import Receive, Scope, Send
 from hivegate.agents.model import AGENT_ID_PATTERN
 from hivegate.auth.gate import EndpointGate
 from hivegate.auth.principal import current_principal, principal_scope
-from hivegate.errors import AgentNotFoundError, GatewayError
-from hivegate.mcp.batch import BATCH_ELEMENT, BATCH_VERSION, ServeOne, element_request, serve_batch
+from hivegate.errors import AgentNotFoundError, BatchNotSupportedError, GatewayError
+from hivegate.mcp.batch import (
+    BATCH_ELEMENT,
+    BATCH_VERSION,
+    ServeOne,
+    element_request,
+    refuse_ended_session,
+    serve_batch,
+)
 from hivegate.mcp.fastpath import fast_candidate, serve_fast
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.legacy_fastpath import legacy_candidate, oneshot_candidate, serve_legacy_fast, serve_oneshot
@@ -29,6 +36,7 @@ from hivegate.mcp.rendering import jsonrpc_error_response
 from hivegate.mcp.runtime import AgentRuntime
 from hivegate.mcp.transport import (
     HostPolicy,
+    McpPost,
     is_modern,
     read_mcp_post,
     replay_receive,
@@ -95,10 +103,7 @@ class McpEndpoint:
         message: dict[str, Any] | None = None
         decoded: Any = None
         if scope["method"] == "POST":
-            allow_batch = BATCH_ELEMENT not in scope and _in_batch_session(runtime, headers)
-            post = await read_mcp_post(
-                scope, receive, headers, self._max_body_bytes, modern=modern, allow_batch=allow_batch
-            )
+            post = await self._read_post(scope, receive, headers, runtime, modern=modern)
             body, receive = post.body, post.receive
             if isinstance(post.decoded, list):
                 serve_one = self._batch_element(scope, receive, agent_id, pairs, headers)
@@ -132,6 +137,24 @@ class McpEndpoint:
             scope, headers, decoded if modern else message, current_principal(), modern=modern
         ):
             await runtime.events.handle(runtime.manager.handle_request, scope, receive, send)
+
+    async def _read_post(
+        self, scope: Scope, receive: Receive, headers: dict[str, str], runtime: AgentRuntime, *, modern: bool
+    ) -> McpPost:
+        """The POST's body (:func:`~hivegate.mcp.transport.read_mcp_post`); batches only in a 2025-03-26 session.
+
+        Raises:
+            SessionNotFoundError: a batch naming a session that has ended (404, as a single request gets).
+            GatewayError: as :func:`~hivegate.mcp.transport.read_mcp_post`.
+        """
+        allow_batch = BATCH_ELEMENT not in scope and _in_batch_session(runtime, headers)
+        try:
+            return await read_mcp_post(
+                scope, receive, headers, self._max_body_bytes, modern=modern, allow_batch=allow_batch
+            )
+        except BatchNotSupportedError:
+            refuse_ended_session(headers, modern=modern, live=runtime.legacy_sessions.live)
+            raise
 
     def _batch_element(
         self, scope: Scope, receive: Receive, agent_id: str, pairs: list[tuple[str, str]], headers: dict[str, str]

@@ -62,8 +62,15 @@ from hivegate.agents.model import CacheableMethod
 from hivegate.agents.registry import AgentChange
 from hivegate.auth.gate import EndpointGate
 from hivegate.auth.principal import Principal, current_principal, principal_scope
-from hivegate.errors import GatewayError, InternalError
-from hivegate.mcp.batch import BATCH_ELEMENT, BATCH_VERSION, ServeOne, element_request, serve_batch
+from hivegate.errors import BatchNotSupportedError, GatewayError, InternalError
+from hivegate.mcp.batch import (
+    BATCH_ELEMENT,
+    BATCH_VERSION,
+    ServeOne,
+    element_request,
+    refuse_ended_session,
+    serve_batch,
+)
 from hivegate.mcp.event_store import EndpointEventStore
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.legacy_fastpath import oneshot_candidate, serve_oneshot
@@ -297,9 +304,13 @@ class UserEndpoint:
             message: Any = None
             if scope["method"] == "POST":
                 allow_batch = BATCH_ELEMENT not in scope and self._in_batch_session(headers)
-                post = await read_mcp_post(
-                    scope, receive, headers, self._max_body_bytes, modern=modern, allow_batch=allow_batch
-                )
+                try:
+                    post = await read_mcp_post(
+                        scope, receive, headers, self._max_body_bytes, modern=modern, allow_batch=allow_batch
+                    )
+                except BatchNotSupportedError:
+                    refuse_ended_session(headers, modern=modern, live=self._versions.live)
+                    raise
                 receive, message = post.receive, post.decoded
                 if isinstance(message, list):
                     serve_one = self._batch_element(scope, receive, headers)

@@ -75,7 +75,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route, request_response
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hivegate.agents.model import AgentSpec
 from hivegate.agents.registry import AgentRegistry
@@ -102,7 +102,7 @@ from hivegate.auth.passwords import hash_password, verify_password
 from hivegate.auth.principal import USER_SCOPE
 from hivegate.auth.tokens import TokenCodec
 from hivegate.auth.urls import agent_resource, user_resource
-from hivegate.errors import GatewayError
+from hivegate.errors import GatewayError, PayloadTooLargeError
 from hivegate.mcp.coverage import GrantCoverage, spec_coverage
 from hivegate.settings import Settings
 from hivegate.storage.credentials import CredentialStore, User
@@ -111,7 +111,39 @@ from hivegate.storage.oauth import (
     OAuthStore,
 )
 
-__all__ = ["BROWSER_COOKIE", "AuthorizationServer", "GatewayOAuthProvider"]
+__all__ = ["BROWSER_COOKIE", "AuthorizationServer", "GatewayOAuthProvider", "OAuthPlaneErrors"]
+
+
+class OAuthPlaneErrors:
+    """Wraps the router of ``/oauth/*`` and ``/.well-known/*``: its own bare-text 404 (no such path) and 405
+    (method not allowed, ``Allow`` kept, RFC 9110 §15.5.6) become JSON, as every other answer there:
+    ``{"error": "not_found"}`` and ``{"error": "invalid_request", …}`` (RFC 6749 §5.2)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        replaced: list[Message] = []
+
+        async def watched(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] in (404, 405):
+                headers = list(message.get("headers", ()))
+                if any(n.lower() == b"content-type" and v.startswith(b"text/plain") for n, v in headers):
+                    replaced.append(message)  # Starlette's own answer: held back, answered below
+                    return
+            if not replaced:
+                await send(message)
+
+        await self._app(scope, receive, watched)
+        if replaced:
+            start = replaced[0]
+            allow = {n.lower(): v for n, v in start.get("headers", ())}.get(b"allow")
+            if start["status"] == 405:
+                body = {"error": "invalid_request", "error_description": f"{scope['method']} is not allowed here"}
+            else:
+                body = {"error": "not_found", "error_description": "No such endpoint"}
+            headers = {"Cache-Control": "no-store", **({"Allow": allow.decode("latin-1")} if allow else {})}
+            await JSONResponse(body, status_code=start["status"], headers=headers)(scope, receive, send)
 
 
 def _cors(app: ASGIApp, methods: list[str]) -> ASGIApp:
@@ -131,10 +163,39 @@ def _endpoint(
     cors: list[str] | None = None,
     page: ErrorPage | None = None,
 ) -> ASGIApp:
-    app: ASGIApp = RequestBodyLimitMiddleware(
-        request_response(_form_errors_are_400(_rendering_errors(handler, page))), limit
-    )
+    app: ASGIApp = _BodyLimit(request_response(_form_errors_are_400(_rendering_errors(handler, page))), limit, page)
     return _cors(app, cors) if cors is not None else app
+
+
+class _BodyLimit:
+    """The SDK's ``RequestBodyLimitMiddleware`` (declared and streamed bodies over ``limit`` bytes), whose
+    own refusal — a bare text 413 — is answered in the endpoint's form instead: an RFC 6749 §5.2 JSON
+    ``invalid_request`` (:class:`~hivegate.errors.PayloadTooLargeError`), or ``page`` on a browser page.
+
+    A class, not a function: Starlette's ``Route`` serves a plain function as a request handler.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int, page: ErrorPage | None) -> None:
+        self._limited = RequestBodyLimitMiddleware(app, limit)
+        self._limit = limit
+        self._page = page
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refused = False
+
+        async def watched(message: Message) -> None:
+            nonlocal refused
+            if message["type"] == "http.response.start" and message["status"] == 413:
+                # the middleware's own answer (the handlers never send 413), held back and replaced below
+                refused = not any(name.lower() == b"content-type" for name, _ in message.get("headers", ()))
+            if not refused:
+                await send(message)
+
+        await self._limited(scope, receive, watched)
+        if refused:
+            exc = PayloadTooLargeError(f"The request body is larger than {self._limit} bytes.")
+            response = oauth_error_response(exc) if self._page is None else self._page(Request(scope), exc)
+            await response(scope, receive, send)
 
 
 def _rendering_errors(
@@ -272,6 +333,9 @@ class AuthorizationServer:
         self._token_handler = TokenHandler(self.provider, self._client_auth)
         self._register_handler = RegistrationHandler(self.provider, ClientRegistrationOptions(enabled=True))
         self.metadata = self._build_metadata(client_metadata is not None)
+        self.password_checks = anyio.CapacityLimiter(settings.security.password_checks_concurrency)
+        """Worker threads for argon2id checks (``security.password_checks_concurrency``): each takes ~64 MiB,
+        so the memory of concurrent sign-ins is bounded, whatever the number of addresses they come from."""
         self.timing_hash: str | None = None
         """The hash checked for unknown usernames, so they take as long as known ones (made on first use
         with :func:`~hivegate.auth.passwords.hash_password`'s parameters)."""
@@ -498,12 +562,15 @@ class AuthorizationServer:
     async def _check_password(self, username: str, password: str) -> User | None:
         """The enabled user with these credentials, or None; as slow for unknown users as for known ones."""
         user = await self._credentials.get_user_by_username(username) if len(username) <= 64 else None
+        limiter = self.password_checks
         if user is None:
             if self.timing_hash is None:
-                self.timing_hash = await anyio.to_thread.run_sync(hash_password, secrets.token_urlsafe(16))
-            await anyio.to_thread.run_sync(verify_password, self.timing_hash, password)
+                self.timing_hash = await anyio.to_thread.run_sync(
+                    hash_password, secrets.token_urlsafe(16), limiter=limiter
+                )
+            await anyio.to_thread.run_sync(verify_password, self.timing_hash, password, limiter=limiter)
             return None
-        ok = await anyio.to_thread.run_sync(verify_password, user.password_hash, password)
+        ok = await anyio.to_thread.run_sync(verify_password, user.password_hash, password, limiter=limiter)
         return user if ok and not user.disabled else None
 
     def _forbidden_page(self, request: Request) -> Response:

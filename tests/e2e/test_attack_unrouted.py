@@ -1,0 +1,47 @@
+"""Unknown paths and methods under ``/oauth/*`` and ``/.well-known/*`` answer in OAuth JSON (issue 7 item 5's rule).
+
+Found by the attack trial of issue 7: ``GET /oauth/token``, ``PUT /oauth/register``, ``DELETE
+/.well-known/oauth-authorization-server`` and ``GET /oauth/nothing`` got Starlette's bare
+``text/plain`` "Method Not Allowed" / "Not Found", where every other answer of those paths is an
+RFC 6749 §5.2 JSON body (clients and their error handling parse those paths as JSON). The 405
+keeps its ``Allow`` header (RFC 9110 §15.5.6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.gateway_process import GatewayProcess, run_gateway
+
+
+@pytest.fixture(scope="module")
+def gateway() -> Iterator[GatewayProcess]:
+    with run_gateway(None) as running:
+        yield running
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/oauth/token", 405),
+        ("PUT", "/oauth/register", 405),
+        ("GET", "/oauth/revoke", 405),
+        ("DELETE", "/oauth/authorize", 405),
+        ("DELETE", "/.well-known/oauth-authorization-server", 405),
+        ("GET", "/oauth/nothing", 404),
+        ("GET", "/.well-known/openid-configuration", 404),
+        ("GET", "/.well-known/oauth-protected-resource/mcp/x", 404),
+    ],
+)
+def test_unrouted_oauth_requests_get_oauth_json(gateway: GatewayProcess, method: str, path: str, status: int) -> None:
+    """Issue 7 item 5: 404 / 405 on the OAuth plane are JSON errors, never bare text."""
+    response = httpx.request(method, gateway.url + path, timeout=10)
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json"), response.text
+    body = response.json()
+    assert body["error"] == ("invalid_request" if status == 405 else "not_found"), body
+    if status == 405:
+        assert response.headers["allow"], response.headers
