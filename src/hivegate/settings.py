@@ -144,6 +144,10 @@ class McpSettings(_Group):
     """Open handshake-era GET (SSE) streams per principal; 429 beyond."""
     max_get_streams_total: Annotated[int, Field(ge=1)] = 4096
     """Open handshake-era GET streams over every endpoint of the process; 503 beyond."""
+    max_body_bytes_in_flight_per_principal: Annotated[int, Field(ge=1024)] = 32 * 1024 * 1024
+    """Bytes of request bodies one principal's MCP requests in progress are reading or holding; 429 beyond."""
+    max_body_bytes_in_flight_total: Annotated[int, Field(ge=1024)] = 256 * 1024 * 1024
+    """Bytes of request bodies all MCP requests in progress of the process are reading or holding; 503 beyond."""
     anonymous_budget_share: Annotated[float, Field(gt=0, le=1)] = 0.5
     """Share of each ``max_*_total`` that anonymous callers (``auth = "none"`` agents, keyed by client
     address) may hold together; 503 beyond it, so many addresses cannot lock users out. ``1``: no share."""
@@ -162,7 +166,7 @@ class McpSettings(_Group):
 
     @model_validator(mode="after")
     def _per_principal_within_total(self) -> McpSettings:
-        for resource in ("sessions", "listen_streams", "get_streams"):
+        for resource in ("sessions", "listen_streams", "get_streams", "body_bytes_in_flight"):
             if getattr(self, f"max_{resource}_per_principal") > getattr(self, f"max_{resource}_total"):
                 raise ValueError(f"max_{resource}_per_principal must not exceed max_{resource}_total")
         return self

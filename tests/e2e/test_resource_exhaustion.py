@@ -7,7 +7,9 @@ user of ``/mcp``). Here the budgets are small (settings), principal A (alice's `
 takes all of hers, and principal B (bob's ``oag_`` key) still initializes and calls tools on
 his agent and on ``/mcp``; two anonymous client addresses (127.0.0.1 and 127.0.0.2) on an
 ``auth = "none"`` agent are budgeted apart; the process total answers 503; slots come back on
-``DELETE`` and on client disconnect; the server's RSS stays under :data:`RSS_BOUND_MIB`.
+``DELETE`` and on client disconnect; the server's RSS stays under :data:`RSS_BOUND_MIB`. Request
+bodies in flight are budgeted in bytes: alice holding unfinished bodies up to her budget gets 429
+for the next, while bob is served, and is served again once her connections close.
 
 Spec: MCP 2025-11-25 basic/transports#session-management, #listening-for-messages-from-the-server;
 MCP 2026-07-28 basic/utilities/subscriptions; RFC 6585 §4 (429); RFC 9110 §10.2.3 (Retry-After).
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import anyio.abc
 import httpx
 import httpx2
 import pytest
@@ -56,6 +59,10 @@ backend = { type = "python", callable = "echo_agent:reply" }
 """
 SESSIONS, SESSIONS_TOTAL = 3, 8
 STREAMS, STREAMS_TOTAL = 2, 5
+BODY_BYTES = 64 * 1024
+"""In-flight request-body bytes per principal (the total is 8 times it)."""
+HELD_BODIES, HELD_BYTES = 3, 20 * 1024
+"""Unfinished bodies principal A holds, and the bytes each has sent (60 KiB of its 64 KiB)."""
 BUDGET_ENV = {
     "HIVEGATE_MCP__MAX_SESSIONS_PER_PRINCIPAL": str(SESSIONS),
     "HIVEGATE_MCP__MAX_SESSIONS_TOTAL": str(SESSIONS_TOTAL),
@@ -64,6 +71,8 @@ BUDGET_ENV = {
     "HIVEGATE_MCP__MAX_GET_STREAMS_PER_PRINCIPAL": str(STREAMS),
     "HIVEGATE_MCP__MAX_GET_STREAMS_TOTAL": str(STREAMS_TOTAL),
     "HIVEGATE_MCP__BUDGET_RETRY_AFTER_SECONDS": "5",
+    "HIVEGATE_MCP__MAX_BODY_BYTES_IN_FLIGHT_PER_PRINCIPAL": str(BODY_BYTES),
+    "HIVEGATE_MCP__MAX_BODY_BYTES_IN_FLIGHT_TOTAL": str(8 * BODY_BYTES),
     # anonymous callers may hold 6 of the 8 sessions (the process-total test has them hold 5)
     "HIVEGATE_MCP__ANONYMOUS_BUDGET_SHARE": "0.75",
 }
@@ -327,3 +336,61 @@ async def test_the_process_total_is_503_for_a_newcomer(world: World) -> None:
             assert await _call_echo(f"{world.gateway.url}/bob-echo/mcp", world.bob, MODERN) == "still served"
     async with _http(world, world.bob) as bob, _session(bob, "/bob-echo/mcp"):
         pass
+
+
+@asynccontextmanager
+async def _unfinished_body(world: World, key: str, path: str) -> AsyncGenerator[None]:
+    """A POST on a raw connection that declares 1 MiB and sends :data:`HELD_BYTES`; closed at exit."""
+    url = httpx.URL(world.gateway.url)
+    assert url.port is not None
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {url.host}:{url.port}\r\nAuthorization: Bearer {key}\r\n"
+        "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+        "Content-Length: 1048576\r\n\r\n"
+    )
+    with anyio.fail_after(WAIT_SECONDS):
+        stream: anyio.abc.SocketStream = await anyio.connect_tcp(url.host, url.port)
+    async with stream:
+        with anyio.fail_after(WAIT_SECONDS):
+            await stream.send(head.encode("ascii") + b" " * HELD_BYTES)
+        yield
+
+
+async def _padded_ping(http: httpx.AsyncClient, path: str) -> httpx.Response:
+    """A complete 2025-11-25 ``ping`` padded with 8 KiB of whitespace (more than A's budget has left)."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}) + " " * 8 * 1024
+    return await http.post(path, content=body, headers=HEADERS)
+
+
+async def _ping_until(http: httpx.AsyncClient, path: str, *, refused: bool) -> httpx.Response:
+    """Send :func:`_padded_ping` until it is (or is no longer) refused with 429 (bounded: a few seconds)."""
+    with anyio.fail_after(WAIT_SECONDS):
+        for _ in range(200):
+            response = await _padded_ping(http, path)
+            if (response.status_code == 429) == refused:
+                return response
+            await anyio.sleep(0.05)
+    raise AssertionError(f"{path}: the padded ping was never {'refused' if refused else 'admitted'}")
+
+
+async def test_request_bodies_in_flight_are_budgeted_in_bytes_per_principal(world: World) -> None:
+    """Issue 7 item 2 ("memory is bounded in bytes, per principal"): alice's unfinished bodies fill her
+    in-flight byte budget, her next body gets 429 ``budget_exceeded``, bob's calls are served, and
+    once her connections close she is served again (before: connections × ``server.max_body_bytes``)."""
+    path = "/alice-echo/mcp"
+    async with _http(world, world.alice) as alice:
+        async with AsyncExitStack() as held:
+            for _ in range(HELD_BODIES):
+                await held.enter_async_context(_unfinished_body(world, world.alice, path))
+            refused = await _ping_until(alice, path, refused=True)  # the server has read the held bytes
+            _refusal(refused, 429, "budget_exceeded", "body_bytes")
+            assert refused.json()["error"]["data"]["limit"] == BODY_BYTES
+            _refusal(await _padded_ping(alice, "/mcp"), 429, "budget_exceeded", "body_bytes")  # one budget
+            with anyio.fail_after(WAIT_SECONDS):
+                assert await _call_echo(f"{world.gateway.url}/bob-echo/mcp", world.bob, "legacy") == "still served"
+                assert await _call_echo(f"{world.gateway.url}/bob-echo/mcp", world.bob, MODERN) == "still served"
+                assert await _call_echo(f"{world.gateway.url}/mcp", world.bob, MODERN) == "still served"
+        await _ping_until(alice, path, refused=False)  # the server has seen the connections close
+        with anyio.fail_after(WAIT_SECONDS):
+            assert await _call_echo(f"{world.gateway.url}{path}", world.alice, "legacy") == "still served"
+            assert await _call_echo(f"{world.gateway.url}{path}", world.alice, MODERN) == "still served"

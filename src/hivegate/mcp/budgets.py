@@ -16,6 +16,8 @@ handshake-era ``initialize`` POST (no session id)   ``sessions``        the SDK 
 handshake-era GET with ``Mcp-Session-Id``           ``get_streams``     the response ends (client
                                                                         disconnect included)
 2026-07-28 ``subscriptions/listen`` POST            ``listen_streams``  the response ends
+any POST (weighted: its body's bytes, charged as    ``body_bytes``      the request ends
+they arrive, :meth:`McpBudgets.body_charge`)
 ==================================================  ==================  =========================
 
 A principal over its own cap gets :class:`~hivegate.errors.BudgetExceededError` (429); any
@@ -50,7 +52,7 @@ from hivegate.auth.principal import CredentialKind, Principal
 from hivegate.errors import BudgetExceededError, CapacityExhaustedError
 from hivegate.settings import McpSettings
 
-__all__ = ["Budget", "McpBudgets", "Slot", "opening_session", "principal_key", "take_opening_slot"]
+__all__ = ["Budget", "Charge", "McpBudgets", "Slot", "opening_session", "principal_key", "take_opening_slot"]
 
 _SESSION_HEADER = "mcp-session-id"
 _ANONYMOUS = "addr:"
@@ -90,6 +92,9 @@ class Budget:
         retry_after_seconds: the ``Retry-After`` sent with a refusal.
         anonymous_total: the cap over every anonymous key (``addr:…``) together (1 to ``total``;
             default ``total``).
+        noun: what the per-principal refusal says is too many (default ``"open {name}"``).
+
+    Units are slots (:meth:`acquire`) or, for a byte-weighted budget, bytes (:meth:`charge`).
 
     Not thread-safe: use from one event loop (every method is synchronous).
     """
@@ -102,6 +107,7 @@ class Budget:
         total: int,
         retry_after_seconds: int,
         anonymous_total: int | None = None,
+        noun: str | None = None,
     ) -> None:
         if not 1 <= per_principal <= total:
             raise ValueError(f"{name}: need 1 <= per_principal ({per_principal}) <= total ({total})")
@@ -113,6 +119,8 @@ class Budget:
         self.total = total
         self.anonymous_total = anonymous_total
         self.retry_after_seconds = retry_after_seconds
+        self._what = name.replace("_", " ")
+        self._noun = noun or f"open {self._what}"
         self._held: dict[str, int] = {}
         self._total_held = 0
         self._anonymous_held = 0
@@ -134,31 +142,39 @@ class Budget:
             CapacityExhaustedError: ``total`` slots are held in all, or ``key`` is anonymous and
                 anonymous keys hold ``anonymous_total`` (503).
         """
+        self._take(key, 1)
+        return Slot(self, key)
+
+    def charge(self, key: str) -> Charge:
+        """An empty :class:`Charge` of ``key`` on this budget (a byte-weighted budget's units are bytes)."""
+        return Charge(self, key)
+
+    def _take(self, key: str, amount: int) -> None:
+        """Count ``amount`` more units for ``key``, or raise as :meth:`acquire` if a cap would be passed."""
         held = self._held.get(key, 0)
-        if held >= self.per_principal:
+        if held + amount > self.per_principal:
             raise BudgetExceededError(
-                f"Too many open {self.name.replace('_', ' ')} for this caller (limit {self.per_principal})",
+                f"Too many {self._noun} for this caller (limit {self.per_principal})",
                 retry_after_seconds=self.retry_after_seconds,
                 data={"budget": self.name, "limit": self.per_principal},
             )
-        if self._total_held >= self.total:
+        if self._total_held + amount > self.total:
             raise CapacityExhaustedError(
-                f"The server has no room for more {self.name.replace('_', ' ')} (limit {self.total})",
+                f"The server has no room for more {self._what} (limit {self.total})",
                 retry_after_seconds=self.retry_after_seconds,
                 data={"budget": self.name, "limit": self.total},
             )
         anonymous = key.startswith(_ANONYMOUS)
-        if anonymous and self._anonymous_held >= self.anonymous_total:
+        if anonymous and self._anonymous_held + amount > self.anonymous_total:
             raise CapacityExhaustedError(
-                f"The server has no room for more {self.name.replace('_', ' ')} of anonymous callers "
-                f"(limit {self.anonymous_total})",
+                f"The server has no room for more {self._what} of anonymous callers (limit {self.anonymous_total})",
                 retry_after_seconds=self.retry_after_seconds,
                 data={"budget": self.name, "limit": self.anonymous_total},
             )
-        self._held[key] = held + 1
-        self._total_held += 1
-        self._anonymous_held += anonymous
-        return Slot(self, key)
+        self._held[key] = held + amount
+        self._total_held += amount
+        if anonymous:
+            self._anonymous_held += amount
 
     @contextmanager
     def hold(self, key: str) -> Generator[Slot]:
@@ -173,14 +189,55 @@ class Budget:
         finally:
             slot.release()
 
-    def _return(self, key: str) -> None:
-        held = self._held[key] - 1
+    def _return(self, key: str, amount: int = 1) -> None:
+        held = self._held[key] - amount
         if held:
             self._held[key] = held
         else:
             del self._held[key]
-        self._total_held -= 1
-        self._anonymous_held -= key.startswith(_ANONYMOUS)
+        self._total_held -= amount
+        if key.startswith(_ANONYMOUS):
+            self._anonymous_held -= amount
+
+
+class Charge:
+    """Units of a :class:`Budget` one principal holds for one request, growing as the request needs more.
+
+    The byte-weighted use: a request body's bytes, charged chunk by chunk as they arrive
+    (:meth:`add`) and returned together when the request ends (:meth:`release`, or leaving the
+    ``with`` block, however it ends). Not thread-safe (one event loop).
+    """
+
+    __slots__ = ("_budget", "held", "key")
+
+    def __init__(self, budget: Budget, key: str) -> None:
+        self._budget = budget
+        self.key = key
+        self.held = 0
+        """Units charged now."""
+
+    def add(self, amount: int) -> None:
+        """Charge ``amount`` (>= 0) more units; nothing is charged when a cap would be passed.
+
+        Raises:
+            BudgetExceededError, CapacityExhaustedError: as :meth:`Budget.acquire` (what was
+                charged before stays charged until :meth:`release`).
+        """
+        if amount:
+            self._budget._take(self.key, amount)  # pyright: ignore[reportPrivateUsage]  # Charge and Budget are one unit
+            self.held += amount
+
+    def release(self) -> None:
+        """Return every unit charged so far; later calls do nothing (until :meth:`add` again)."""
+        if self.held:
+            self._budget._return(self.key, self.held)  # pyright: ignore[reportPrivateUsage]
+            self.held = 0
+
+    def __enter__(self) -> Charge:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.release()
 
 
 class _Offer:
@@ -248,7 +305,7 @@ def _address_key(host: str) -> str:
 
 
 class McpBudgets:
-    """The ``sessions``, ``listen_streams`` and ``get_streams`` budgets of one process (``mcp.*`` settings)."""
+    """The ``sessions``, ``listen_streams``, ``get_streams`` and ``body_bytes`` budgets of one process (``mcp.*``)."""
 
     def __init__(self, settings: McpSettings) -> None:
         retry = settings.budget_retry_after_seconds
@@ -269,6 +326,22 @@ class McpBudgets:
             "listen_streams", settings.max_listen_streams_per_principal, settings.max_listen_streams_total
         )
         self.get_streams = budget("get_streams", settings.max_get_streams_per_principal, settings.max_get_streams_total)
+        self.body_bytes = Budget(
+            "body_bytes",
+            per_principal=settings.max_body_bytes_in_flight_per_principal,
+            total=settings.max_body_bytes_in_flight_total,
+            retry_after_seconds=retry,
+            anonymous_total=max(1, int(settings.max_body_bytes_in_flight_total * share)),
+            noun="request body bytes in flight",
+        )
+
+    def body_charge(self, scope: Scope, principal: Principal) -> Charge:
+        """The ``body_bytes`` charge of one request: hand it to the body reader, hold it around serving.
+
+        Use as ``with budgets.body_charge(scope, principal) as charge: serve(charge)``; the bytes
+        the reader charged are returned however the block ends.
+        """
+        return Charge(self.body_bytes, principal_key(principal, scope.get("client")))
 
     def admit(
         self, scope: Scope, headers: Mapping[str, str], message: Any, principal: Principal, *, modern: bool

@@ -28,6 +28,7 @@ from hivegate.mcp.batch import (
     refuse_ended_session,
     serve_batch,
 )
+from hivegate.mcp.budgets import Charge
 from hivegate.mcp.fastpath import fast_candidate, serve_fast
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.legacy_fastpath import legacy_candidate, oneshot_candidate, serve_legacy_fast, serve_oneshot
@@ -83,8 +84,8 @@ class McpEndpoint:
             # No agent can have this id, so a 404 leaks nothing; and the id never reaches a header.
             raise AgentNotFoundError(agent_id[:64])
         principal = await self._gate.admit_agent(agent_id, self._host.spec(agent_id), scope["path"], pairs)
-        with principal_scope(principal):
-            await self._serve_admitted(scope, receive, send, agent_id, pairs, headers)
+        with principal_scope(principal), self._host.budgets.body_charge(scope, principal) as charge:
+            await self._serve_admitted(scope, receive, send, agent_id, pairs, headers, charge)
 
     async def _serve_admitted(
         self,
@@ -94,7 +95,9 @@ class McpEndpoint:
         agent_id: str,
         pairs: list[tuple[str, str]],
         headers: dict[str, str],
+        charge: Charge | None = None,
     ) -> None:
+        """Serve an admitted request; ``charge`` takes its body's bytes (None: a batch element, already charged)."""
         mode = negotiate(scope, headers.get("accept"))
         send = adapt_send(send, mode)
         modern = is_modern(headers)
@@ -103,7 +106,7 @@ class McpEndpoint:
         message: dict[str, Any] | None = None
         decoded: Any = None
         if scope["method"] == "POST":
-            post = await self._read_post(scope, receive, headers, runtime, modern=modern)
+            post = await self._read_post(scope, receive, headers, runtime, modern=modern, charge=charge)
             body, receive = post.body, post.receive
             if isinstance(post.decoded, list):
                 serve_one = self._batch_element(scope, receive, agent_id, pairs, headers)
@@ -139,7 +142,14 @@ class McpEndpoint:
             await runtime.events.handle(runtime.manager.handle_request, scope, receive, send)
 
     async def _read_post(
-        self, scope: Scope, receive: Receive, headers: dict[str, str], runtime: AgentRuntime, *, modern: bool
+        self,
+        scope: Scope,
+        receive: Receive,
+        headers: dict[str, str],
+        runtime: AgentRuntime,
+        *,
+        modern: bool,
+        charge: Charge | None,
     ) -> McpPost:
         """The POST's body (:func:`~hivegate.mcp.transport.read_mcp_post`); batches only in a 2025-03-26 session.
 
@@ -150,7 +160,7 @@ class McpEndpoint:
         allow_batch = BATCH_ELEMENT not in scope and _in_batch_session(runtime, headers)
         try:
             return await read_mcp_post(
-                scope, receive, headers, self._max_body_bytes, modern=modern, allow_batch=allow_batch
+                scope, receive, headers, self._max_body_bytes, modern=modern, allow_batch=allow_batch, charge=charge
             )
         except BatchNotSupportedError:
             refuse_ended_session(headers, modern=modern, live=runtime.legacy_sessions.live)

@@ -6,7 +6,9 @@ Run before a request reaches the SDK or the lean path, so every refusal has the 
 - ``Host`` not allowed → 421; ``Origin`` present and not allowed → 403 (DNS-rebinding
   protection; Spec: MCP 2025-11-25 basic/transports#security-warning, "MUST validate Origin");
 - ``Content-Type`` of a POST not JSON → 415;
-- body larger than ``server.max_body_bytes`` → 413 (declared or streamed);
+- body larger than ``server.max_body_bytes`` → 413 (declared or streamed); a body whose bytes,
+  charged as they arrive, would pass the caller's or the process's in-flight byte budget
+  (``mcp.max_body_bytes_in_flight_*``, :mod:`hivegate.mcp.budgets`) → 429 / 503;
 - a JSON-RPC batch → 400 (batching existed only in 2025-03-26; a 2025-03-26 session's batch is
   split by :mod:`hivegate.mcp.batch`); a body that is not JSON, or not a JSON-RPC message object
   (on the modern wire: a ``method`` that is not a string), → -32700 / -32600 with ``id: null``;
@@ -25,7 +27,7 @@ import fnmatch
 import functools
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -43,6 +45,9 @@ from hivegate.errors import (
     UnsupportedMediaTypeError,
 )
 from hivegate.mcp.negotiation import parse_accept
+
+if TYPE_CHECKING:
+    from hivegate.mcp.budgets import Charge
 
 __all__ = [
     "HostPolicy",
@@ -239,11 +244,19 @@ def _valid_response_body(message: dict[str, Any]) -> bool:
     )
 
 
-async def read_body(scope: Scope, receive: Receive, limit_bytes: int, headers: dict[str, str]) -> bytes:
+async def read_body(
+    scope: Scope, receive: Receive, limit_bytes: int, headers: dict[str, str], charge: Charge | None = None
+) -> bytes:
     """Read the whole request body, refusing more than ``limit_bytes``.
+
+    Args:
+        charge: the request's in-flight byte charge (:meth:`hivegate.mcp.budgets.McpBudgets.body_charge`);
+            each chunk is charged as it arrives, before it is kept. The caller releases it.
 
     Raises:
         PayloadTooLargeError: the declared or received size exceeds the limit (413).
+        BudgetExceededError: the chunk would pass the caller's in-flight byte budget (429).
+        CapacityExhaustedError: the chunk would pass the process's in-flight byte budget (503).
     """
     declared = headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit_bytes:
@@ -258,6 +271,8 @@ async def read_body(scope: Scope, receive: Receive, limit_bytes: int, headers: d
         size += len(chunk)
         if size > limit_bytes:
             raise PayloadTooLargeError(f"Request body exceeds {limit_bytes} bytes")
+        if charge is not None:
+            charge.add(len(chunk))
         chunks.append(chunk)
         if not message.get("more_body", False):
             break
@@ -335,22 +350,25 @@ async def read_mcp_post(
     *,
     modern: bool,
     allow_batch: bool = False,
+    charge: Charge | None = None,
 ) -> McpPost:
     """Check and read the body of an MCP POST.
 
     Args:
         allow_batch: a JSON array is returned as a list (unchecked elements) instead of refused
             (a 2025-03-26 session's batch; Spec: MCP 2025-03-26 basic/transports).
+        charge: the request's in-flight byte charge, as :func:`read_body`.
 
     Raises:
         UnsupportedMediaTypeError: not ``application/json`` (415).
         PayloadTooLargeError: larger than ``max_body_bytes`` (413).
+        BudgetExceededError, CapacityExhaustedError: as :func:`read_body` (429 / 503).
         BatchNotSupportedError: a JSON-RPC batch where none is allowed (400).
         HeaderMismatchError: (modern) an undecodable ``Mcp-Name`` / ``Mcp-Param-*`` header (400).
         ParseError, InvalidRequestError: not JSON, or not one well-formed JSON-RPC message.
     """
     check_content_type(headers)
-    body = await read_body(scope, receive, max_body_bytes, headers)
+    body = await read_body(scope, receive, max_body_bytes, headers, charge)
     if body.lstrip()[:1] == b"[":
         if allow_batch and not modern:
             batch = parse_json(body)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from typing import Any, get_args
 
 import anyio
@@ -297,7 +297,9 @@ class UserEndpoint:
         principal = await self._gate.admit_user(scope["path"], pairs)
         if principal.user_id is None:  # never for a user credential; sessions are bound to this id
             raise InternalError("the credential names no user")
-        with principal_scope(principal):
+        # A batch element's body was charged as part of its batch's (:mod:`hivegate.mcp.batch`).
+        charge = None if BATCH_ELEMENT in scope else self._host.budgets.body_charge(scope, principal)
+        with principal_scope(principal), charge or nullcontext():
             modern = is_modern(headers)
             mode = negotiate(scope, headers.get("accept"))
             send = adapt_send(send, mode)
@@ -306,7 +308,13 @@ class UserEndpoint:
                 allow_batch = BATCH_ELEMENT not in scope and self._in_batch_session(headers)
                 try:
                     post = await read_mcp_post(
-                        scope, receive, headers, self._max_body_bytes, modern=modern, allow_batch=allow_batch
+                        scope,
+                        receive,
+                        headers,
+                        self._max_body_bytes,
+                        modern=modern,
+                        allow_batch=allow_batch,
+                        charge=charge,
                     )
                 except BatchNotSupportedError:
                     refuse_ended_session(headers, modern=modern, live=self._versions.live)
