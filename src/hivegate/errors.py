@@ -7,7 +7,9 @@
     │   ├── ParseError                parse_error       400  -32700
     │   ├── BatchNotSupportedError    batch_not_supported 400 -32600
     │   ├── PayloadTooLargeError      payload_too_large 413  -32600
-    │   └── UnsupportedMediaTypeError unsupported_media_type 415 -32600
+    │   ├── UnsupportedMediaTypeError unsupported_media_type 415 -32600
+    │   ├── RequestTimeoutError       request_timeout   408  -32600  (HTTP layer: the head came too slowly)
+    │   └── HeadersTooLargeError      headers_too_large 431  -32600  (HTTP layer: head too large / too many)
     ├── InvalidParamsError            invalid_params    400  -32602
     │   ├── UnknownToolError          unknown_tool      400  -32602
     │   ├── UnknownPromptError        unknown_prompt    400  -32602
@@ -44,6 +46,7 @@ __all__ = [
     "BatchNotSupportedError",
     "ForbiddenOriginError",
     "GatewayError",
+    "HeadersTooLargeError",
     "InsufficientScopeError",
     "InternalError",
     "InvalidCursorError",
@@ -57,6 +60,7 @@ __all__ = [
     "ParseError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
+    "RequestTimeoutError",
     "ResourceNotFoundError",
     "ServiceUnavailableError",
     "SessionNotFoundError",
@@ -120,6 +124,24 @@ class PayloadTooLargeError(InvalidRequestError):
 class UnsupportedMediaTypeError(InvalidRequestError):
     code = "unsupported_media_type"
     http_status = 415
+
+
+class RequestTimeoutError(InvalidRequestError):
+    """The request line and headers did not arrive within ``server.header_read_timeout_seconds``.
+
+    Spec: RFC 9110 §15.5.9 (408 Request Timeout)."""
+
+    code = "request_timeout"
+    http_status = 408
+
+
+class HeadersTooLargeError(InvalidRequestError):
+    """The request head exceeds ``server.max_header_bytes`` or has more than ``server.max_headers`` fields.
+
+    Spec: RFC 6585 §5 (431 Request Header Fields Too Large)."""
+
+    code = "headers_too_large"
+    http_status = 431
 
 
 class InvalidParamsError(GatewayError):
