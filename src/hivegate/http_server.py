@@ -135,8 +135,12 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().__init__(config, server_state, app_state, _loop)
         self.url = b""  # uvicorn sets it only when a message begins; an early error response reads it
         self._timer: asyncio.TimerHandle | None = None  # the head deadline, or the linger after an error
+        limits = self.limits
+        self._max_headers = limits.max_headers  # plain attributes: read on every request
+        self._max_header_bytes = limits.max_header_bytes
+        self._head_timeout = limits.header_read_timeout_seconds
         self._in_head = True  # between the end of a request message (or the connection's start) and its headers
-        self._head_bytes = 0
+        self._head_room = self._max_header_bytes  # bytes the current head may still take
         self._heads_completed = 0
         self._rejected = False
         self._address: str | None = None  # set while this connection counts against its address
@@ -177,26 +181,29 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._rejected:
             return  # lingering after an error response: discard
-        if not self._in_head:
-            self._feed(data)
-            return
-        if self._timer is None:
-            self._arm_head_deadline()
-        room = self.limits.max_header_bytes - self._head_bytes
-        if len(data) <= room:
-            self._head_bytes += len(data)
-            self._feed(data)
-            return
-        # Feed only what the head may still take: it must end in there. (The bytes after a message's
-        # end in the same read are not counted for the next head: at most one read more, 256 KiB.)
+        if self._in_head:
+            if self._timer is None:
+                self._arm_head_deadline()
+            room = self._head_room
+            if len(data) > room:
+                self._feed_beyond(data, room)
+                return
+            self._head_room = room - len(data)
+        self._feed(data)
+
+    def _feed_beyond(self, data: bytes, room: int) -> None:
+        """Feed only the ``room`` bytes the head may still take: it must end in there (else 431).
+
+        The bytes after a message's end in the same read are not counted for the next (pipelined)
+        head, so that one may exceed the limit by at most one read (uvloop reads up to 256 KiB)."""
         completed = self._heads_completed
-        self._head_bytes = self.limits.max_header_bytes
+        self._head_room = 0
         if room:
             self._feed(data[:room])
         if self._rejected or self.transport.is_closing():
             return
         if self._heads_completed == completed:
-            limit = self.limits.max_header_bytes
+            limit = self._max_header_bytes
             self._reject(HeadersTooLargeError(f"The request line and headers exceed {limit} bytes."))
             return
         self._feed(data[room:])
@@ -211,9 +218,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             parser.feed_data(data)
         except httptools.HttpParserError as exc:
             if isinstance(exc.__context__, _TooManyHeaders):
-                self._reject(
-                    HeadersTooLargeError(f"The request has more than {self.limits.max_headers} header fields.")
-                )
+                self._reject(HeadersTooLargeError(f"The request has more than {self._max_headers} header fields."))
             else:
                 self.warnings.warn("invalid_http", "invalid HTTP request from %s", self._peer())
                 self._reject(InvalidRequestError("Invalid HTTP request received."))
@@ -226,9 +231,14 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     # Parser callbacks
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if len(self.headers) >= self.limits.max_headers:
+        # uvicorn's on_header, inlined (this runs once per header field of every request)
+        headers = self.headers
+        if len(headers) >= self._max_headers:
             raise _TooManyHeaders
-        super().on_header(name, value)
+        name = name.lower()
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         self._in_head = False
@@ -239,23 +249,23 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._in_head = True
-        self._head_bytes = 0
+        self._head_room = self._max_header_bytes
 
     # Limits
 
     def _arm_head_deadline(self) -> None:
-        self._timer = self.loop.call_later(self.limits.header_read_timeout_seconds, self._on_head_deadline)
+        self._timer = self.loop.call_later(self._head_timeout, self._on_head_deadline)
 
     def _on_head_deadline(self) -> None:
         self._timer = None
         if self.transport.is_closing():
             return
-        if self._head_bytes == 0:
+        if self._head_room == self._max_header_bytes:
             self._rejected = True
             self.transport.close()  # nothing was sent: an idle connection, no request to answer
             return
         self.warnings.warn("header_read_timeout", "request head from %s not complete in time", self._peer())
-        timeout = self.limits.header_read_timeout_seconds
+        timeout = self._head_timeout
         self._reject(RequestTimeoutError(f"The request line and headers did not arrive within {timeout:g} s."))
 
     def _reject(self, error: GatewayError) -> None:
