@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import resource
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -308,6 +309,31 @@ async def test_connection_caps_per_client_address_and_global() -> None:
             async with asyncio.timeout(WAIT_S):
                 while not await served(gateway, "127.0.0.1"):
                     pass
+        finally:
+            for writer in held:
+                writer.close()
+
+
+async def test_health_checks_pass_while_one_address_holds_connections_under_a_low_descriptor_limit() -> None:
+    """Issue 7 item 3: with 200 descriptors, 300 connections held from one address used to take every
+    descriptor (accept failed, health checks hung); the per-address cap keeps ``/healthz`` answering."""
+    env = {
+        "HIVEGATE_SERVER__MAX_CONNECTIONS": "150",
+        "HIVEGATE_SERVER__MAX_CONNECTIONS_PER_CLIENT": "100",
+        "HIVEGATE_SERVER__HEADER_READ_TIMEOUT_SECONDS": "60",
+    }
+    held: list[asyncio.StreamWriter] = []
+    with run_gateway(None, env=env) as gateway:
+        resource.prlimit(gateway.process.pid, resource.RLIMIT_NOFILE, (200, 200))
+        try:
+            for _ in range(300):
+                _, writer = await _connect(gateway)
+                writer.write(b"G")  # a request started, never finished
+                held.append(writer)
+            reader, writer = await _connect(gateway, "127.0.0.2")
+            held.append(writer)
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert (await _read_response(reader))[0] == 200
         finally:
             for writer in held:
                 writer.close()
