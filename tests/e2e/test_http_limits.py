@@ -22,7 +22,7 @@ import pytest
 
 from tests.gateway_process import GatewayProcess, run_gateway
 
-HEAD_TIMEOUT_S = 1.5
+HEAD_TIMEOUT_S = 3.0
 KEEP_ALIVE_S = 1
 MAX_HEADER_BYTES = 16_384
 MAX_HEADERS = 20
