@@ -18,6 +18,7 @@ def test_limits_have_bounded_defaults_and_read_the_environment(monkeypatch: pyte
     """Issue 7 item 3: every HTTP limit is on by default and set through ``HIVEGATE_SERVER__*``."""
     server = load_settings().server
     assert server.header_read_timeout_seconds == 10.0
+    assert server.body_read_timeout_seconds == 60.0
     assert server.max_header_bytes == 64 * 1024
     assert server.max_headers == 100
     assert server.keep_alive_timeout_seconds == 5
@@ -34,6 +35,7 @@ def test_limits_have_bounded_defaults_and_read_the_environment(monkeypatch: pyte
     ("key", "value"),
     [
         ("header_read_timeout_seconds", "0"),
+        ("body_read_timeout_seconds", "0"),
         ("max_header_bytes", "100"),
         ("max_headers", "2"),
         ("keep_alive_timeout_seconds", "0"),

@@ -1,13 +1,15 @@
 """HTTP/1.1 limits of the embedded server: uvicorn's httptools protocol with a bounded request head.
 
-uvicorn 0.54 bounds neither how long a client may take to send a request's head (the keep-alive
-timer is cancelled by the first byte and a new connection has no timer at all) nor the head's size
+uvicorn 0.54 bounds neither how long a client may take to send a request (the keep-alive timer is
+cancelled by the first byte and a new connection has no timer at all) nor the head's size
 or field count: llhttp has no such limit and httptools concatenates a header field in Python bytes
 until it ends. ``hivegate serve`` passes :func:`http_protocol`'s class to
 ``uvicorn.Config(http=...)``; each connection then
 
 - arms a timer when it opens and at the first byte after each request; a head not complete when it
-  fires gets 408 (a connection that sent nothing is closed silently) — the slow-loris defence;
+  fires gets 408 (a connection that sent nothing is closed silently) — the slow-loris defence; a
+  body still arriving gets ``body_read_timeout_seconds`` more, then 408 too (the app's
+  ``receive()`` returns ``http.disconnect``), or a plain close if the app has answered already;
 - counts the head's bytes as they arrive and feeds the parser at most ``max_header_bytes`` of one
   head (431 beyond), so a connection makes the server hold at most that much of a head;
 - counts header fields (431 beyond ``max_headers``);
@@ -134,11 +136,13 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
         self.url = b""  # uvicorn sets it only when a message begins; an early error response reads it
-        self._timer: asyncio.TimerHandle | None = None  # the head deadline, or the linger after an error
+        self._timer: asyncio.TimerHandle | None = None  # the request's deadline, or the linger after an error
         limits = self.limits
         self._max_headers = limits.max_headers  # plain attributes: read on every request
         self._max_header_bytes = limits.max_header_bytes
         self._head_timeout = limits.header_read_timeout_seconds
+        self._body_timeout = limits.body_read_timeout_seconds
+        self._body_extended = False  # the deadline has been moved on by the body's time
         self._in_head = True  # between the end of a request message (or the connection's start) and its headers
         self._head_room = self._max_header_bytes  # bytes the current head may still take
         self._heads_completed = 0
@@ -243,22 +247,26 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._in_head = False
         self._heads_completed += 1
-        self._cancel_timer()
-        super().on_headers_complete()
+        super().on_headers_complete()  # the deadline stays: a body may follow
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
+        self._cancel_timer()
+        self._body_extended = False
         self._in_head = True
         self._head_room = self._max_header_bytes
 
     # Limits
 
     def _arm_head_deadline(self) -> None:
-        self._timer = self.loop.call_later(self._head_timeout, self._on_head_deadline)
+        self._timer = self.loop.call_later(self._head_timeout, self._on_deadline)
 
-    def _on_head_deadline(self) -> None:
+    def _on_deadline(self) -> None:
         self._timer = None
         if self.transport.is_closing():
+            return
+        if not self._in_head:  # the head is complete; its body is still arriving
+            self._on_body_deadline()
             return
         if self._head_room == self._max_header_bytes:
             self._rejected = True
@@ -268,8 +276,26 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         timeout = self._head_timeout
         self._reject(RequestTimeoutError(f"The request line and headers did not arrive within {timeout:g} s."))
 
-    def _reject(self, error: GatewayError) -> None:
-        """Answer ``error`` and close: stop writing, discard input for :data:`LINGER_SECONDS`, then close."""
+    def _on_body_deadline(self) -> None:
+        if not self._body_extended:
+            self._body_extended = True
+            self._timer = self.loop.call_later(self._body_timeout, self._on_deadline)
+            return
+        self.warnings.warn("body_read_timeout", "request body from %s not complete in time", self._peer())
+        cycle = cast("RequestResponseCycle | None", self.cycle)
+        if cycle is None or cycle.response_started:
+            self._rejected = True
+            self.transport.close()  # the app has answered (or is answering) already: nothing to add
+            return
+        total = self._head_timeout + self._body_timeout
+        self._reject(RequestTimeoutError(f"The request did not arrive within {total:g} s."), detach_app=True)
+
+    def _reject(self, error: GatewayError, *, detach_app: bool = False) -> None:
+        """Answer ``error`` and close: stop writing, discard input for :data:`LINGER_SECONDS`, then close.
+
+        ``detach_app``: the running request's app has not started its response; from now on its
+        ``receive()`` returns ``http.disconnect`` and its sends are dropped, and ``error`` is the answer.
+        """
         self._rejected = True
         self._in_head = False
         self._cancel_timer()
@@ -281,8 +307,11 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self.warnings.warn("headers_too_large", "request head from %s too large: %s", self._peer(), error.message)
         cycle = cast("RequestResponseCycle | None", self.cycle)  # None until the first head is complete
         if cycle is not None and not cycle.response_complete:
-            transport.close()  # a response is being written: no room for another one
-            return
+            if cycle.response_started or not detach_app:
+                transport.close()  # a response is being (or may be) written: no room for another one
+                return
+            cycle.disconnected = True
+            cycle.message_event.set()
         transport.write(error_response(error, self.url, self.server_state.default_headers))
         if transport.can_write_eof():
             transport.write_eof()

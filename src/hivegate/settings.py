@@ -63,6 +63,9 @@ class ServerSettings(_Group):
     header_read_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 10.0
     """A request's line and headers must arrive within this time of the connection opening (first request)
     or of the first byte after the previous request (408, then the connection is closed)."""
+    body_read_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    """A request's body gets this much more time: the whole request must arrive within
+    ``header_read_timeout_seconds`` + this of its first byte (408, or a close once answered)."""
     max_header_bytes: Annotated[int, Field(ge=1024)] = 64 * 1024
     """Largest request head (request line and headers) accepted; a larger one gets 431."""
     max_headers: Annotated[int, Field(ge=8)] = 100

@@ -23,12 +23,14 @@ import pytest
 from tests.gateway_process import GatewayProcess, run_gateway
 
 HEAD_TIMEOUT_S = 3.0
+BODY_TIMEOUT_S = 2.0
 KEEP_ALIVE_S = 1
 MAX_HEADER_BYTES = 16_384
 MAX_HEADERS = 20
 WAIT_S = 10.0  # the longest any single wait below may take
 LIMITS_ENV = {
     "HIVEGATE_SERVER__HEADER_READ_TIMEOUT_SECONDS": str(HEAD_TIMEOUT_S),
+    "HIVEGATE_SERVER__BODY_READ_TIMEOUT_SECONDS": str(BODY_TIMEOUT_S),
     "HIVEGATE_SERVER__KEEP_ALIVE_TIMEOUT_SECONDS": str(KEEP_ALIVE_S),
     "HIVEGATE_SERVER__MAX_HEADER_BYTES": str(MAX_HEADER_BYTES),
     "HIVEGATE_SERVER__MAX_HEADERS": str(MAX_HEADERS),
@@ -205,6 +207,49 @@ async def test_bytes_trickled_between_requests_do_not_hold_a_keep_alive_connecti
     finally:
         writer.close()
     assert raw.startswith(b"HTTP/1.1 408 ")
+
+
+TOKEN_HEAD = (
+    b"POST /oauth/token HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+    b"Content-Length: 40\r\n\r\n"
+)
+
+
+async def test_a_stalled_body_gets_408_after_the_body_time(gateway: GatewayProcess) -> None:
+    """Issue 7 item 3: a request whose body stops arriving is answered 408 (the plane's body) and closed
+    once ``header_read_timeout_seconds`` + ``body_read_timeout_seconds`` have passed since it began."""
+    loop = asyncio.get_running_loop()
+    reader, writer = await _connect(gateway)
+    started = loop.time()
+    try:
+        writer.write(TOKEN_HEAD + b"grant_type=")
+        raw = await asyncio.wait_for(_read_to_eof(reader), HEAD_TIMEOUT_S + BODY_TIMEOUT_S + WAIT_S)
+    finally:
+        writer.close()
+    status, _, body = _parse(raw)
+    assert status == 408
+    assert body["error"] == "invalid_request"
+    assert HEAD_TIMEOUT_S + BODY_TIMEOUT_S - 0.05 <= loop.time() - started < HEAD_TIMEOUT_S + BODY_TIMEOUT_S + 3
+
+
+async def test_a_body_still_arriving_after_the_head_deadline_is_served(gateway: GatewayProcess) -> None:
+    """Issue 7 item 3: the body gets its own time: a body completed after ``header_read_timeout_seconds``
+    (but within the body's time) reaches the app, which answers it (not 408)."""
+    reader, writer = await _connect(gateway)
+    body = b"grant_type=refresh_token&refresh_token=x"
+    assert len(body) == 40
+    try:
+        writer.write(TOKEN_HEAD)
+        for n, byte in enumerate(body):  # 40 bytes over ~HEAD_TIMEOUT_S + 0.5 s
+            writer.write(bytes([byte]))
+            await writer.drain()
+            if n < len(body) - 1:
+                await asyncio.sleep((HEAD_TIMEOUT_S + 0.5) / len(body))
+        status, answer = await _read_response(reader)
+    finally:
+        writer.close()
+    assert status == 401, answer  # the token endpoint's verdict on a request without client credentials
+    assert json.loads(answer)["error"] == "invalid_client"
 
 
 async def test_head_of_max_header_bytes_is_served_one_more_byte_is_431(gateway: GatewayProcess) -> None:
