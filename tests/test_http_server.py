@@ -6,6 +6,8 @@ The limits themselves are exercised against a real server in ``tests/e2e/test_ht
 from __future__ import annotations
 
 import json
+import logging
+import resource
 
 import pytest
 
@@ -81,3 +83,18 @@ def test_each_protocol_class_counts_its_own_connections() -> None:
     assert clients.count("10.0.0.1") == 1
     clients.remove("10.0.0.1")
     assert clients.count("10.0.0.1") == 0
+
+
+def test_a_connection_cap_above_the_descriptor_limit_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 7 item 3: a ``max_connections`` the descriptor limit cannot honour is named at start-up."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        pytest.skip("no descriptor limit in this process")
+    settings = load_settings(server={"max_connections": soft})
+    with caplog.at_level(logging.WARNING, logger="hivegate.http_server"):
+        http_protocol(settings.server)
+    assert "server.max_connections" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="hivegate.http_server"):
+        http_protocol(load_settings(server={"max_connections": max(soft - 100, 1)}).server)
+    assert caplog.text == ""

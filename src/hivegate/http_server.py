@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import time
 from typing import Any, ClassVar, cast
 
@@ -51,6 +52,9 @@ LINGER_SECONDS = 2.0
 
 WARNING_INTERVAL_SECONDS = 10.0
 """At most one warning per kind of refusal in this time (an attack must not flood the log)."""
+
+RESERVED_DESCRIPTORS = 64
+"""Descriptors left for everything but client connections (listening socket, database, logs, agents)."""
 
 _OAUTH_PREFIXES = (b"/oauth/", b"/.well-known/")
 
@@ -119,8 +123,8 @@ def error_response(error: GatewayError, path: bytes, default_headers: list[tuple
 
 
 class LimitedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with the head-read timeout, head size and field limits and the
-    connection caps of ``limits`` (see the module docstring). Build bound classes with
+    """uvicorn's httptools protocol with the request-read deadlines, the head size and field limits
+    and the connection caps of ``limits`` (see the module docstring). Build bound classes with
     :func:`http_protocol`; uvicorn makes one instance per connection."""
 
     limits: ClassVar[ServerSettings]
@@ -341,7 +345,18 @@ def http_protocol(server: ServerSettings) -> type[LimitedHttpToolsProtocol]:
     """The protocol class for ``uvicorn.Config(http=...)`` enforcing ``server``'s HTTP limits.
 
     Each call makes a new class with its own per-address connection count, so build one per server.
+    Logs a warning when ``server.max_connections`` leaves fewer than :data:`RESERVED_DESCRIPTORS` of
+    the process's descriptor limit (``ulimit -n``): ``accept()`` would fail before the cap applies.
     """
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and server.max_connections + RESERVED_DESCRIPTORS > soft:
+        logger.warning(
+            "server.max_connections (%d) is too close to the descriptor limit (ulimit -n: %d); "
+            "keep it at most %d, or raise the limit",
+            server.max_connections,
+            soft,
+            max(soft - RESERVED_DESCRIPTORS, 1),
+        )
     clients = ClientConnections()
     warnings = _WarningThrottle()
 
