@@ -252,6 +252,24 @@ async def test_a_body_still_arriving_after_the_head_deadline_is_served(gateway: 
     assert json.loads(answer)["error"] == "invalid_client"
 
 
+async def test_pipelined_requests_and_expect_100_continue_still_work(gateway: GatewayProcess) -> None:
+    """Issue 7 item 3: the limits keep HTTP/1.1 intact: two requests in one write get two answers in
+    order, and ``Expect: 100-continue`` still gets its interim response."""
+    reader, writer = await _connect(gateway)
+    try:
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 2)
+        assert (await _read_response(reader))[0] == 200
+        assert (await _read_response(reader))[0] == 200
+        writer.write(TOKEN_HEAD.replace(b"\r\n\r\n", b"\r\nExpect: 100-continue\r\n\r\n"))
+        interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), WAIT_S)
+        assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+        writer.write(b"grant_type=refresh_token&refresh_token=x")
+        status, _ = await _read_response(reader)
+    finally:
+        writer.close()
+    assert status == 401
+
+
 async def test_head_of_max_header_bytes_is_served_one_more_byte_is_431(gateway: GatewayProcess) -> None:
     """Issue 7 item 3: the request line and headers may take exactly ``server.max_header_bytes``;
     one byte more gets 431 with a JSON-RPC error body (MCP paths) or an OAuth one (``/oauth/``)."""
