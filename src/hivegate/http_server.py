@@ -50,6 +50,10 @@ logger = logging.getLogger(__name__)
 LINGER_SECONDS = 2.0
 """How long a connection that got an error response keeps reading (and discarding) before it closes."""
 
+SWEEP_INTERVAL_SECONDS = 1.0
+"""How often deadlines are checked at most (a quarter of the shorter timeout when that is less): a
+request times out between its deadline and one interval later."""
+
 WARNING_INTERVAL_SECONDS = 10.0
 """At most one warning per kind of refusal in this time (an attack must not flood the log)."""
 
@@ -82,6 +86,27 @@ class ClientConnections:
             self._open[address] = left
         else:
             self._open.pop(address, None)
+
+
+class _DeadlineSweep:
+    """One timer per server: every ``interval`` seconds it expires its connections' deadlines, so a
+    request costs a float, not a timer of its own. Runs while the server has connections."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._handle: asyncio.TimerHandle | None = None
+
+    def start(self, loop: asyncio.AbstractEventLoop, connections: set[Any]) -> None:
+        if self._handle is None:
+            self._handle = loop.call_later(self.interval, self._sweep, loop, connections)
+
+    def _sweep(self, loop: asyncio.AbstractEventLoop, connections: set[Any]) -> None:
+        self._handle = None
+        now = loop.time()
+        for protocol in [p for p in connections if isinstance(p, LimitedHttpToolsProtocol)]:
+            protocol.expire(now)
+        if connections:
+            self.start(loop, connections)
 
 
 class _WarningThrottle:
@@ -130,6 +155,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     limits: ClassVar[ServerSettings]
     clients: ClassVar[ClientConnections]
     warnings: ClassVar[_WarningThrottle]
+    sweep: ClassVar[_DeadlineSweep]
 
     def __init__(
         self,
@@ -140,7 +166,8 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
         self.url = b""  # uvicorn sets it only when a message begins; an early error response reads it
-        self._timer: asyncio.TimerHandle | None = None  # the request's deadline, or the linger after an error
+        self._deadline: float | None = None  # loop time by which the request must have arrived
+        self._timer: asyncio.TimerHandle | None = None  # the linger after an error response
         limits = self.limits
         self._max_headers = limits.max_headers  # plain attributes: read on every request
         self._max_header_bytes = limits.max_header_bytes
@@ -172,14 +199,17 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self.clients.add(address)
             self._address = address
         self._arm_head_deadline()
+        self.sweep.start(self.loop, self.connections)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._deadline = None
         self._cancel_timer()
         self._release_address()
         super().connection_lost(exc)
 
     def handle_websocket_upgrade(self) -> None:
         # The WebSocket protocol takes the transport over; this one gets no connection_lost.
+        self._deadline = None
         self._cancel_timer()
         self._release_address()
         super().handle_websocket_upgrade()
@@ -190,7 +220,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if self._rejected:
             return  # lingering after an error response: discard
         if self._in_head:
-            if self._timer is None:
+            if self._deadline is None:
                 self._arm_head_deadline()
             room = self._head_room
             if len(data) > room:
@@ -255,7 +285,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
-        self._cancel_timer()
+        self._deadline = None
         self._body_extended = False
         self._in_head = True
         self._head_room = self._max_header_bytes
@@ -263,10 +293,15 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     # Limits
 
     def _arm_head_deadline(self) -> None:
-        self._timer = self.loop.call_later(self._head_timeout, self._on_deadline)
+        self._deadline = self.loop.time() + self._head_timeout
+
+    def expire(self, now: float) -> None:
+        """Act on this connection's deadline if it has passed by ``now`` (loop time); the sweep calls it."""
+        if self._deadline is not None and now >= self._deadline:
+            self._deadline = None
+            self._on_deadline()
 
     def _on_deadline(self) -> None:
-        self._timer = None
         if self.transport.is_closing():
             return
         if not self._in_head:  # the head is complete; its body is still arriving
@@ -283,7 +318,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def _on_body_deadline(self) -> None:
         if not self._body_extended:
             self._body_extended = True
-            self._timer = self.loop.call_later(self._body_timeout, self._on_deadline)
+            self._deadline = self.loop.time() + self._body_timeout
             return
         self.warnings.warn("body_read_timeout", "request body from %s not complete in time", self._peer())
         cycle = cast("RequestResponseCycle | None", self.cycle)
@@ -302,6 +337,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         """
         self._rejected = True
         self._in_head = False
+        self._deadline = None
         self._cancel_timer()
         self._unset_keepalive_if_required()
         transport = self.transport
@@ -366,4 +402,7 @@ def http_protocol(server: ServerSettings) -> type[LimitedHttpToolsProtocol]:
     HivegateHttpProtocol.limits = server
     HivegateHttpProtocol.clients = clients
     HivegateHttpProtocol.warnings = warnings
+    HivegateHttpProtocol.sweep = _DeadlineSweep(
+        min(SWEEP_INTERVAL_SECONDS, server.header_read_timeout_seconds / 4, server.body_read_timeout_seconds / 4)
+    )
     return HivegateHttpProtocol
