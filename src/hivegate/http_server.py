@@ -6,10 +6,11 @@ or field count: llhttp has no such limit and httptools concatenates a header fie
 until it ends. ``hivegate serve`` passes :func:`http_protocol`'s class to
 ``uvicorn.Config(http=...)``; each connection then
 
-- arms a timer when it opens and at the first byte after each request; a head not complete when it
-  fires gets 408 (a connection that sent nothing is closed silently) — the slow-loris defence; a
-  body still arriving gets ``body_read_timeout_seconds`` more, then 408 too (the app's
-  ``receive()`` returns ``http.disconnect``), or a plain close if the app has answered already;
+- sets a deadline when it opens and at the first byte after each request (one sweep per server
+  checks them every :data:`SWEEP_INTERVAL_SECONDS` at most, so a request costs no timer); a head
+  not complete by then gets 408 (a connection that sent nothing is closed silently) — the
+  slow-loris defence; a body still arriving gets ``body_read_timeout_seconds`` more, then 408 too
+  (the app's ``receive()`` returns ``http.disconnect``), or a plain close if the app has answered;
 - counts the head's bytes as they arrive and feeds the parser at most ``max_header_bytes`` of one
   head (431 beyond), so a connection makes the server hold at most that much of a head;
 - counts header fields (431 beyond ``max_headers``);
