@@ -9,7 +9,9 @@
     │   ├── HeaderMismatchError       header_mismatch   400  -32020
     │   ├── PayloadTooLargeError      payload_too_large 413  -32600
     │   ├── UnsupportedMediaTypeError unsupported_media_type 415 -32600
-    │   └── UnknownEventIdError       unknown_event_id  400  -32600
+    │   ├── UnknownEventIdError       unknown_event_id  400  -32600
+    │   ├── RequestTimeoutError       request_timeout   408  -32600  (HTTP layer: the head came too slowly)
+    │   └── HeadersTooLargeError      headers_too_large 431  -32600  (HTTP layer: head too large / too many)
     ├── InvalidParamsError            invalid_params    400  -32602
     │   ├── UnknownToolError          unknown_tool      400  -32602
     │   ├── UnknownPromptError        unknown_prompt    400  -32602
@@ -55,6 +57,7 @@ __all__ = [
     "ForbiddenOriginError",
     "GatewayError",
     "HeaderMismatchError",
+    "HeadersTooLargeError",
     "InsufficientScopeError",
     "InternalError",
     "InvalidCursorError",
@@ -69,6 +72,7 @@ __all__ = [
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "RateLimitedError",
+    "RequestTimeoutError",
     "ResourceNotFoundError",
     "ServiceUnavailableError",
     "SessionNotFoundError",
@@ -156,6 +160,24 @@ class UnknownEventIdError(InvalidRequestError):
     basic/transports#resumability-and-redelivery."""
 
     code = "unknown_event_id"
+
+
+class RequestTimeoutError(InvalidRequestError):
+    """The request line and headers did not arrive within ``server.header_read_timeout_seconds``.
+
+    Spec: RFC 9110 §15.5.9 (408 Request Timeout)."""
+
+    code = "request_timeout"
+    http_status = 408
+
+
+class HeadersTooLargeError(InvalidRequestError):
+    """The request head exceeds ``server.max_header_bytes`` or has more than ``server.max_headers`` fields.
+
+    Spec: RFC 6585 §5 (431 Request Header Fields Too Large)."""
+
+    code = "headers_too_large"
+    http_status = 431
 
 
 class InvalidParamsError(GatewayError):

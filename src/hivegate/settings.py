@@ -87,6 +87,23 @@ class ServerSettings(_Group):
     public_url: str | None = None
     """The gateway's public base URL (``https://gw.example.com``, no trailing slash): the OAuth issuer and
     the base of every resource URL. Default: the address ``serve`` listens on (``http://127.0.0.1:8094``)."""
+    # HTTP limits of the embedded server (hivegate.http_server); all per process.
+    header_read_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 10.0
+    """A request's line and headers must arrive within this time of the connection opening (first request)
+    or of the first byte after the previous request (408, then the connection is closed)."""
+    body_read_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    """A request's body gets this much more time: the whole request must arrive within
+    ``header_read_timeout_seconds`` + this of its first byte (408, or a close once answered)."""
+    max_header_bytes: Annotated[int, Field(ge=1024)] = 64 * 1024
+    """Largest request head (request line and headers) accepted; a larger one gets 431."""
+    max_headers: Annotated[int, Field(ge=8)] = 100
+    """Most header fields in one request; more get 431."""
+    keep_alive_timeout_seconds: Annotated[int, Field(ge=1, le=3600)] = 5
+    """An idle keep-alive connection (no request in progress) is closed after this long."""
+    max_connections: Annotated[int, Field(ge=1)] = 1000
+    """Open HTTP connections accepted at once; a connection beyond it is closed at once, unanswered."""
+    max_connections_per_client: Annotated[int, Field(ge=0)] = 128
+    """Open HTTP connections accepted at once from one client IP address (0: no per-address limit)."""
 
     @field_validator("public_url")
     @classmethod

@@ -98,6 +98,7 @@ def serve(
     import uvicorn  # the server's imports load only for `serve`, not for the other commands
 
     from hivegate.app import create_app
+    from hivegate.http_server import http_protocol
 
     app = create_app(settings)
     uv_config = uvicorn.Config(
@@ -105,7 +106,9 @@ def serve(
         host=settings.server.host,
         port=settings.server.port,
         loop="uvloop",
-        http="httptools",
+        http=http_protocol(settings.server),  # httptools with hivegate's head, field and connection limits
+        ws="none",  # hivegate serves no WebSocket endpoint
+        timeout_keep_alive=settings.server.keep_alive_timeout_seconds,
         log_level=settings.server.log_level,
         access_log=False,
         proxy_headers=False,
