@@ -39,8 +39,9 @@ from hivegate.agents.loader import load_agents_file
 from hivegate.agents.registry import AgentRegistry
 from hivegate.auth.gate import EndpointGate
 from hivegate.auth.oauth.cimd import ClientMetadataResolver
+from hivegate.auth.oauth.endpoints import OAuthPlaneErrors
 from hivegate.auth.oauth.redirects import RedirectPolicy
-from hivegate.auth.oauth.server import AuthorizationServer, OAuthPlaneErrors
+from hivegate.auth.oauth.server import AuthorizationServer
 from hivegate.auth.resolver import CredentialResolver
 from hivegate.auth.tokens import TokenCodec
 from hivegate.errors import StoreUnavailableError

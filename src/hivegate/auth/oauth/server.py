@@ -63,24 +63,20 @@ from mcp.server.auth.handlers.register import RegistrationHandler
 from mcp.server.auth.handlers.token import TokenHandler
 from mcp.server.auth.middleware.client_auth import AuthenticationError, ClientAuthenticator
 from mcp.server.auth.settings import ClientRegistrationOptions
-from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, RequestBodyLimitMiddleware
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.shared.auth import (
     OAuthMetadata,
 )
-from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from starlette.datastructures import FormData
-from starlette.exceptions import HTTPException
-from starlette.formparsers import MultiPartException
-from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import BaseRoute, Route, request_response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.routing import BaseRoute, Route
 
 from hivegate.agents.model import AgentSpec
 from hivegate.agents.registry import AgentRegistry
 from hivegate.auth.oauth.cimd import ClientMetadataResolver
 from hivegate.auth.oauth.clients import client_redirect_matches
+from hivegate.auth.oauth.endpoints import endpoint, invalid_form
 from hivegate.auth.oauth.pages import PAGE_HEADERS, AgentChoice, ClientView, CsrfTokens, Pages
 from hivegate.auth.oauth.pkce import code_verifier_problem
 from hivegate.auth.oauth.provider import (
@@ -95,14 +91,13 @@ from hivegate.auth.oauth.provider import (
     with_params,
 )
 from hivegate.auth.oauth.redirects import LOOPBACK_REDIRECT_HOSTS
-from hivegate.auth.oauth.rendering import oauth_error_response
 from hivegate.auth.oauth.resource_metadata import protected_resource_metadata
 from hivegate.auth.oauth.throttle import AddressLimit, LoginThrottle
 from hivegate.auth.passwords import hash_password, verify_password
 from hivegate.auth.principal import USER_SCOPE
 from hivegate.auth.tokens import TokenCodec
 from hivegate.auth.urls import agent_resource, user_resource
-from hivegate.errors import GatewayError, PayloadTooLargeError
+from hivegate.errors import GatewayError
 from hivegate.mcp.coverage import GrantCoverage, spec_coverage
 from hivegate.settings import Settings
 from hivegate.storage.credentials import CredentialStore, User
@@ -111,139 +106,7 @@ from hivegate.storage.oauth import (
     OAuthStore,
 )
 
-__all__ = ["BROWSER_COOKIE", "AuthorizationServer", "GatewayOAuthProvider", "OAuthPlaneErrors"]
-
-
-class OAuthPlaneErrors:
-    """Wraps the router of ``/oauth/*`` and ``/.well-known/*``: its own bare-text 404 (no such path) and 405
-    (method not allowed, ``Allow`` kept, RFC 9110 §15.5.6) become JSON, as every other answer there:
-    ``{"error": "not_found"}`` and ``{"error": "invalid_request", …}`` (RFC 6749 §5.2)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self._app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        replaced: list[Message] = []
-
-        async def watched(message: Message) -> None:
-            if message["type"] == "http.response.start" and message["status"] in (404, 405):
-                headers = list(message.get("headers", ()))
-                if any(n.lower() == b"content-type" and v.startswith(b"text/plain") for n, v in headers):
-                    replaced.append(message)  # Starlette's own answer: held back, answered below
-                    return
-            if not replaced:
-                await send(message)
-
-        await self._app(scope, receive, watched)
-        if replaced:
-            start = replaced[0]
-            allow = {n.lower(): v for n, v in start.get("headers", ())}.get(b"allow")
-            if start["status"] == 405:
-                body = {"error": "invalid_request", "error_description": f"{scope['method']} is not allowed here"}
-            else:
-                body = {"error": "not_found", "error_description": "No such endpoint"}
-            headers = {"Cache-Control": "no-store", **({"Allow": allow.decode("latin-1")} if allow else {})}
-            await JSONResponse(body, status_code=start["status"], headers=headers)(scope, receive, send)
-
-
-def _cors(app: ASGIApp, methods: list[str]) -> ASGIApp:
-    return CORSMiddleware(
-        app=app, allow_origins=["*"], allow_methods=methods, allow_headers=[MCP_PROTOCOL_VERSION_HEADER]
-    )
-
-
-ErrorPage = Callable[[Request, GatewayError], Response]
-"""Renders a hivegate error as the browser page of an HTML endpoint."""
-
-
-def _endpoint(
-    handler: Callable[[Request], Awaitable[Response]],
-    *,
-    limit: int,
-    cors: list[str] | None = None,
-    page: ErrorPage | None = None,
-) -> ASGIApp:
-    app: ASGIApp = _BodyLimit(request_response(_form_errors_are_400(_rendering_errors(handler, page))), limit, page)
-    return _cors(app, cors) if cors is not None else app
-
-
-class _BodyLimit:
-    """The SDK's ``RequestBodyLimitMiddleware`` (declared and streamed bodies over ``limit`` bytes), whose
-    own refusal — a bare text 413 — is answered in the endpoint's form instead: an RFC 6749 §5.2 JSON
-    ``invalid_request`` (:class:`~hivegate.errors.PayloadTooLargeError`), or ``page`` on a browser page.
-
-    A class, not a function: Starlette's ``Route`` serves a plain function as a request handler.
-    """
-
-    def __init__(self, app: ASGIApp, limit: int, page: ErrorPage | None) -> None:
-        self._limited = RequestBodyLimitMiddleware(app, limit)
-        self._limit = limit
-        self._page = page
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        refused = False
-
-        async def watched(message: Message) -> None:
-            nonlocal refused
-            if message["type"] == "http.response.start" and message["status"] == 413:
-                # the middleware's own answer (the handlers never send 413), held back and replaced below
-                refused = not any(name.lower() == b"content-type" for name, _ in message.get("headers", ()))
-            if not refused:
-                await send(message)
-
-        await self._limited(scope, receive, watched)
-        if refused:
-            exc = PayloadTooLargeError(f"The request body is larger than {self._limit} bytes.")
-            response = oauth_error_response(exc) if self._page is None else self._page(Request(scope), exc)
-            await response(scope, receive, send)
-
-
-def _rendering_errors(
-    handler: Callable[[Request], Awaitable[Response]], page: ErrorPage | None
-) -> Callable[[Request], Awaitable[Response]]:
-    """Answer a hivegate error (a database outage: 503 ``store_unavailable``) in the endpoint's own form:
-    an RFC 6749 §5.2 JSON error (:func:`~hivegate.auth.oauth.rendering.oauth_error_response`), or
-    ``page`` for the browser pages. Never a bare 500."""
-
-    async def rendered(request: Request) -> Response:
-        try:
-            return await handler(request)
-        except GatewayError as exc:
-            return oauth_error_response(exc) if page is None else page(request, exc)
-
-    return rendered
-
-
-def _form_errors_are_400(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-    """Answer a body that cannot be read as a form with 400 ``invalid_request`` instead of a 500.
-
-    OAuth's form endpoints take ``application/x-www-form-urlencoded`` (RFC 6749 §4.1.3, RFC 7009
-    §2.1, and the pages' own forms); multipart bodies are refused before parsing (Starlette's
-    parser fails on a missing boundary), and parser limits (fields, part size) become 400 too.
-    """
-
-    async def guarded(request: Request) -> Response:
-        content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        if request.method == "POST" and content_type == "multipart/form-data":
-            return _invalid_form("send the form as application/x-www-form-urlencoded")
-        try:
-            return await handler(request)
-        except MultiPartException as exc:
-            return _invalid_form(exc.message)
-        except HTTPException as exc:  # the same failure, as Starlette raises it when mounted in an app
-            if exc.status_code != 400:
-                raise
-            return _invalid_form(exc.detail)
-
-    return guarded
-
-
-def _invalid_form(description: str) -> Response:
-    return JSONResponse(
-        {"error": "invalid_request", "error_description": description},
-        status_code=400,
-        headers={"Cache-Control": "no-store"},
-    )
+__all__ = ["BROWSER_COOKIE", "AuthorizationServer", "GatewayOAuthProvider"]
 
 
 def _code_verifier_problem(form: FormData) -> str | None:
@@ -735,7 +598,7 @@ class AuthorizationServer:
         form = await request.form(max_files=0)
         verifier_problem = _code_verifier_problem(form)
         if verifier_problem is not None:
-            return _invalid_form(verifier_problem)
+            return invalid_form(verifier_problem)
         resources = tuple(v for v in form.getlist("resource") if isinstance(v, str))
         reset = token_request_resources.set(resources)
         try:
@@ -805,35 +668,35 @@ class AuthorizationServer:
         return [
             Route(
                 "/.well-known/oauth-authorization-server",
-                _endpoint(self._as_metadata, limit=sdk_limit, cors=get),
+                endpoint(self._as_metadata, limit=sdk_limit, cors=get),
                 methods=get,
             ),
             Route(
                 "/.well-known/oauth-protected-resource",
-                _endpoint(self._root_resource_metadata, limit=sdk_limit, cors=get),
+                endpoint(self._root_resource_metadata, limit=sdk_limit, cors=get),
                 methods=get,
             ),
             Route(
                 "/.well-known/oauth-protected-resource/mcp",
-                _endpoint(self._user_resource_metadata, limit=sdk_limit, cors=get),
+                endpoint(self._user_resource_metadata, limit=sdk_limit, cors=get),
                 methods=get,
             ),
             Route(
                 "/.well-known/oauth-protected-resource/agents/{agent_id}/mcp",
-                _endpoint(self._alias_resource_metadata, limit=sdk_limit, cors=get),
+                endpoint(self._alias_resource_metadata, limit=sdk_limit, cors=get),
                 methods=get,
             ),
             Route(
                 "/.well-known/oauth-protected-resource/{agent_id}/mcp",
-                _endpoint(self._agent_resource_metadata, limit=sdk_limit, cors=get),
+                endpoint(self._agent_resource_metadata, limit=sdk_limit, cors=get),
                 methods=get,
             ),
-            Route("/oauth/register", _endpoint(self._register, limit=FORM_BODY_LIMIT, cors=post), methods=post),
-            Route("/oauth/authorize", _endpoint(self._authorize, limit=form, page=page), methods=["GET", "POST"]),
-            Route("/oauth/login", _endpoint(self._login_page, limit=form, page=page), methods=["GET", "POST"]),
-            Route("/oauth/consent", _endpoint(self._consent, limit=form, page=page), methods=["GET", "POST"]),
-            Route("/oauth/token", _endpoint(self._token, limit=FORM_BODY_LIMIT, cors=post), methods=post),
-            Route("/oauth/revoke", _endpoint(self._revoke, limit=FORM_BODY_LIMIT, cors=post), methods=post),
+            Route("/oauth/register", endpoint(self._register, limit=FORM_BODY_LIMIT, cors=post), methods=post),
+            Route("/oauth/authorize", endpoint(self._authorize, limit=form, page=page), methods=["GET", "POST"]),
+            Route("/oauth/login", endpoint(self._login_page, limit=form, page=page), methods=["GET", "POST"]),
+            Route("/oauth/consent", endpoint(self._consent, limit=form, page=page), methods=["GET", "POST"]),
+            Route("/oauth/token", endpoint(self._token, limit=FORM_BODY_LIMIT, cors=post), methods=post),
+            Route("/oauth/revoke", endpoint(self._revoke, limit=FORM_BODY_LIMIT, cors=post), methods=post),
         ]
 
     async def _login_page(self, request: Request) -> Response:
