@@ -13,7 +13,7 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import request_response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -113,13 +113,16 @@ def _rendering_errors(
 ) -> Callable[[Request], Awaitable[Response]]:
     """Answer a hivegate error (a database outage: 503 ``store_unavailable``) in the endpoint's own form:
     an RFC 6749 §5.2 JSON error (:func:`~hivegate.auth.oauth.rendering.oauth_error_response`), or
-    ``page`` for the browser pages. Never a bare 500."""
+    ``page`` for the browser pages. Never a bare 500. A client gone in the middle of its body
+    (``ClientDisconnect``) ends the request quietly: nobody is left to read the 400."""
 
     async def rendered(request: Request) -> Response:
         try:
             return await handler(request)
         except GatewayError as exc:
             return oauth_error_response(exc) if page is None else page(request, exc)
+        except ClientDisconnect:
+            return Response(status_code=400)
 
     return rendered
 
