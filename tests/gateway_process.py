@@ -41,24 +41,6 @@ class GatewayProcess:
             if line is not None:
                 out.append(line)
 
-    def wait_for_line(self, text: str, timeout_seconds: float) -> str:
-        """Read the server's output until a line containing ``text`` (bounded); that line.
-
-        Raises:
-            TimeoutError: no such line within ``timeout_seconds`` (or the server exited).
-        """
-        deadline = time.monotonic() + timeout_seconds
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self._lines.get(timeout=left)
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            if text in line:
-                return line
-        raise TimeoutError(f"no output line with {text!r} within {timeout_seconds} s")
-
     def wait_for(self, text: str, timeout_seconds: float = STARTUP_TIMEOUT_SECONDS) -> str:
         """Read the server's output until a line containing ``text``; return that line.
 

@@ -155,7 +155,7 @@ async def test_expiry_frees_the_sessions_events(expiring_world: World) -> None:
             first = await open_session(http, world.alpha, world.credentials["alice_bak"])
             await _flood(first)
             expired = f"Session {first.session_id} idle timeout"
-            await anyio.to_thread.run_sync(world.gateway.wait_for_line, expired, EXPIRY_SECONDS + 10)
+            await anyio.to_thread.run_sync(world.gateway.wait_for, expired, EXPIRY_SECONDS + 10)
             second = await open_session(http, world.alpha, world.credentials["alice"])
             await _flood(second)
             await _still_served(victim, cursor)
