@@ -27,9 +27,10 @@
     │   ├── InsufficientScopeError    insufficient_scope 403 -32600  (+ WWW-Authenticate)
     │   └── McpDisabledError          mcp_disabled      403  -32600
     ├── ServiceUnavailableError       service_unavailable 503 -32603
-    │   ├── AgentUnavailableError     agent_unavailable 503  -32603
+    │   ├── AgentServiceUnavailableError agent_service_unavailable 503 -32603 (``data.code``)
     │   ├── CapacityExhaustedError    capacity_exhausted 503 -32603  (+ Retry-After)
     │   └── StoreUnavailableError     store_unavailable 503  -32603  (+ Retry-After)
+    ├── ServiceTimeoutError           service_timeout   504  -32003  "Agent reply timeout" (``data.code``)
     ├── RateLimitedError              rate_limited      429  -32603  (+ Retry-After)
     │   └── BudgetExceededError       budget_exceeded   429  -32603  (+ Retry-After)
     ├── MisdirectedRequestError       invalid_host      421  -32600
@@ -49,6 +50,7 @@ from typing import Any, ClassVar
 __all__ = [
     "AgentError",
     "AgentNotFoundError",
+    "AgentServiceUnavailableError",
     "AgentUnavailableError",
     "AuthenticationError",
     "BatchNotSupportedError",
@@ -74,6 +76,7 @@ __all__ = [
     "RateLimitedError",
     "RequestTimeoutError",
     "ResourceNotFoundError",
+    "ServiceTimeoutError",
     "ServiceUnavailableError",
     "SessionNotFoundError",
     "StoreUnavailableError",
@@ -90,6 +93,8 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 LEGACY_RESOURCE_NOT_FOUND = -32002
 HEADER_MISMATCH = -32020
+AGENT_REPLY_TIMEOUT = -32003
+"""The original platform's JSON-RPC code for an agent that did not reply in time (implementation-defined range)."""
 
 STORE_RETRY_AFTER_SECONDS = 5
 """``Retry-After`` of a :class:`StoreUnavailableError` response (RFC 9110 §10.2.3)."""
@@ -279,10 +284,21 @@ class ServiceUnavailableError(GatewayError):
     oauth_code = "temporarily_unavailable"
 
 
-class AgentUnavailableError(ServiceUnavailableError):
-    """The agent's backend cannot be loaded or started; details go to the server log only."""
+class AgentServiceUnavailableError(ServiceUnavailableError):
+    """The agent's backend cannot be loaded or started; details go to the server log only.
 
-    code = "agent_unavailable"
+    ``data``: ``{"code": "agent_service_unavailable"}`` (so a JSON-RPC error rendered by the SDK carries
+    the code too). Spec: the original platform's error catalogue (503 ``agent_service_unavailable``).
+    """
+
+    code = "agent_service_unavailable"
+
+    def __init__(self, message: str = "The agent is unavailable.") -> None:
+        super().__init__(message, data={"code": self.code})
+
+
+AgentUnavailableError = AgentServiceUnavailableError
+"""The former name, kept for the modules that still import it."""
 
 
 class CapacityExhaustedError(ServiceUnavailableError):
@@ -298,6 +314,22 @@ class CapacityExhaustedError(ServiceUnavailableError):
         super().__init__(message, data=data)
         self.retry_after_seconds = retry_after_seconds
         self.headers["Retry-After"] = str(retry_after_seconds)
+
+
+class ServiceTimeoutError(GatewayError):
+    """The agent did not reply within its ``invoke_timeout_seconds``; the backend call was cancelled.
+
+    JSON-RPC -32003 "Agent reply timeout" with ``data``: ``{"code": "service_timeout", "timeout_seconds": <n>}``;
+    504 where the plane has a status. Spec: the original platform's MCP tools/call timeout and error catalogue.
+    """
+
+    code = "service_timeout"
+    http_status = 504
+    jsonrpc_code = AGENT_REPLY_TIMEOUT
+
+    def __init__(self, timeout_seconds: float) -> None:
+        super().__init__("Agent reply timeout", data={"code": self.code, "timeout_seconds": timeout_seconds})
+        self.timeout_seconds = timeout_seconds
 
 
 class RateLimitedError(GatewayError):

@@ -14,6 +14,7 @@ TOML shape (``[[agents]]`` tables in an agents file)::
     mcp_enabled = true
     auth = "required"                 # or "none": served without credentials (demo, conformance)
     page_size = 50                    # items per page on the four list methods
+    invoke_timeout_seconds = 60       # one call's deadline; then -32003 "Agent reply timeout" (service_timeout)
     backend = { type = "python", server = "notes_agent:server" }
     cache = { ttl_ms = 0, scope = "private", methods = { "resources/read" = { ttl_ms = 60000, scope = "private" } } }
 
@@ -44,6 +45,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 __all__ = [
     "AGENT_ID_PATTERN",
+    "DEFAULT_INVOKE_TIMEOUT_SECONDS",
+    "MAX_INVOKE_TIMEOUT_SECONDS",
     "AgentSpec",
     "BackendSpec",
     "CacheHintSpec",
@@ -74,6 +77,12 @@ CacheableMethod = Literal[
     "resources/templates/list",
     "resources/read",
 ]
+
+
+DEFAULT_INVOKE_TIMEOUT_SECONDS = 60.0
+"""An agent call's default deadline (the original platform's MCP ``tools/call`` timeout)."""
+MAX_INVOKE_TIMEOUT_SECONDS = 3600.0
+"""The longest deadline an agent may declare (a call holds a connection and a task for that long)."""
 
 
 class _Spec(BaseModel):
@@ -250,6 +259,11 @@ class AgentSpec(_Spec):
     cache: CachePolicy = CachePolicy()
     page_size: Annotated[int, Field(ge=1, le=1000)] | None = None
     """Items per page on the four list methods; default ``mcp.default_page_size`` (50)."""
+    invoke_timeout_seconds: Annotated[float, Field(gt=0, le=MAX_INVOKE_TIMEOUT_SECONDS)] = (
+        DEFAULT_INVOKE_TIMEOUT_SECONDS
+    )
+    """How long one call of the agent (message or skill tool) may run before it is cancelled and answered
+    with ``service_timeout`` (JSON-RPC -32003 "Agent reply timeout"); seconds, in (0, 3600], default 60."""
     root: str | None = None
     """Folder that file-backed resources resolve under (absolute, or relative to ``base_dir``)."""
     base_dir: str | None = None

@@ -104,7 +104,9 @@ class CallableBackend:
             if self._is_async:
                 result = await cast(Awaitable[Any], self._function(invocation))
             else:
-                result = await anyio.to_thread.run_sync(self._function, invocation)
+                # A thread cannot be interrupted: on a deadline or a cancel the call returns at once
+                # and the thread finishes on its own (its result is dropped).
+                result = await anyio.to_thread.run_sync(self._function, invocation, abandon_on_cancel=True)
         except AgentError:
             raise
         except Exception:

@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp_types import (
     CallToolRequestParams,
     CallToolResult,
@@ -45,7 +44,6 @@ from mcp_types import (
     ResourceTemplate,
     SetLevelRequestParams,
     SubscribeRequestParams,
-    TextContent,
     Tool,
     UnsubscribeRequestParams,
 )
@@ -57,19 +55,17 @@ from hivegate.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     LEGACY_RESOURCE_NOT_FOUND,
-    AgentError,
     GatewayError,
-    InvalidParamsError,
     ResourceNotFoundError,
     UnknownPromptError,
     UnknownToolError,
 )
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.prompts import check_prompt_arguments, render_prompt
-from hivegate.mcp.tools import build_invocation
+from hivegate.mcp.tool_calls import call_own_tool
 from hivegate.mcp.view import AgentView
 
-__all__ = ["AgentHandlers", "to_mcp_error"]
+__all__ = ["AgentHandlers", "sdk_errors", "to_mcp_error"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,22 +86,37 @@ def to_mcp_error(exc: GatewayError, protocol_version: str) -> MCPError:
     return MCPError(code, exc.message, data=exc.data)
 
 
-def _guarded(handler: H) -> H:
-    """Map hivegate errors to their MCP form and hide unexpected exceptions behind -32603."""
+def sdk_errors(where: Callable[[Any], str]) -> Callable[[H], H]:
+    """The one conversion of a handler's errors for the SDK, for the handlers of one kind of endpoint.
 
-    @functools.wraps(handler)
-    async def wrapper(self: AgentHandlers, ctx: Ctx, params: Any) -> Any:
-        try:
-            return await handler(self, ctx, params)
-        except GatewayError as exc:
-            raise to_mcp_error(exc, ctx.protocol_version) from None
-        except (MCPError, ValidationError):
-            raise
-        except Exception:
-            logger.exception("agent %s: %s failed", self.view().spec.id, ctx.method)
-            raise MCPError(INTERNAL_ERROR, "Internal error") from None
+    A :class:`~hivegate.errors.GatewayError` becomes its JSON-RPC error (:func:`to_mcp_error`);
+    ``MCPError`` and pydantic ``ValidationError`` pass to the SDK as they are; anything else is
+    logged (``where(self)`` names the endpoint) and answered -32603 "Internal error" without details.
+    """
 
-    return wrapper  # type: ignore[return-value]  # same signature as the wrapped handler
+    def decorate(handler: H) -> H:
+        @functools.wraps(handler)
+        async def wrapper(self: Any, ctx: Ctx, params: Any) -> Any:
+            try:
+                return await handler(self, ctx, params)
+            except GatewayError as exc:
+                raise to_mcp_error(exc, ctx.protocol_version) from None
+            except (MCPError, ValidationError):
+                raise
+            except Exception:
+                logger.exception("%s: %s failed", where(self), ctx.method)
+                raise MCPError(INTERNAL_ERROR, "Internal error") from None
+
+        return wrapper  # type: ignore[return-value]  # same signature as the wrapped handler
+
+    return decorate
+
+
+def _agent_name(handlers: AgentHandlers) -> str:
+    return f"agent {handlers.view().spec.id}"
+
+
+_guarded = sdk_errors(_agent_name)
 
 
 def _as(model: type[M], value: Any) -> M:
@@ -162,34 +173,13 @@ class AgentHandlers:
     async def on_call_tool(self, ctx: Ctx, params: CallToolRequestParams) -> CallToolResult | InputRequiredResult:
         view = self.view()
         if params.name in view.tool_index:
-            return await self._call_own_tool(ctx, view, params)
+            return await call_own_tool(ctx, view, params)
         if view.serves_backend:
             backend_tools = await self._backend_list(ctx, view, "tools/list", "tools", ListToolsResult)
             if any(t.name == params.name for t in backend_tools):
                 assert view.backend is not None  # serves_backend implies a backend
                 return await view.backend.request(ctx, "tools/call", dict(ctx.params or {}))
         raise UnknownToolError(f"Unknown tool: {params.name}", data={"name": params.name})
-
-    async def _call_own_tool(self, ctx: Ctx, view: AgentView, params: CallToolRequestParams) -> CallToolResult:
-        assert view.backend is not None  # own tools exist only for an invocable backend
-        try:
-            invocation = build_invocation(view.spec, view.tool_index[params.name], params.arguments or {})
-        except InvalidParamsError as exc:
-            # Spec: MCP 2026-07-28 server/tools#error-handling: input validation errors are tool results.
-            return CallToolResult(content=[TextContent(type="text", text=exc.message)], is_error=True)
-        wants_progress = progress_token_from_params(ctx.params) is not None
-        sent = 0
-
-        async def on_delta(delta: str) -> None:
-            nonlocal sent
-            sent += 1
-            await ctx.session.report_progress(sent, None, delta)
-
-        try:
-            reply = await view.backend.invoke(invocation, on_delta if wants_progress else None)
-        except AgentError as exc:
-            return CallToolResult(content=[TextContent(type="text", text=exc.message)], is_error=True)
-        return CallToolResult(content=[TextContent(type="text", text=reply)])
 
     # -- resources ---------------------------------------------------------------------
 
@@ -222,6 +212,17 @@ class AgentHandlers:
     async def on_read_resource(
         self, ctx: Ctx, params: ReadResourceRequestParams
     ) -> ReadResourceResult | InputRequiredResult:
+        return await self.read_resource(ctx, params)
+
+    async def read_resource(
+        self, ctx: Ctx, params: ReadResourceRequestParams
+    ) -> ReadResourceResult | InputRequiredResult:
+        """``resources/read`` before the error conversion (the user-level endpoint calls it too).
+
+        Raises:
+            ResourceNotFoundError: neither the agent nor its backend server has ``params.uri``.
+            MCPError: the backend server's own protocol error.
+        """
         view = self.view()
         assert view.catalog is not None
         if view.catalog.owns(params.uri) or not view.serves_backend:
@@ -274,6 +275,16 @@ class AgentHandlers:
 
     @_guarded
     async def on_get_prompt(self, ctx: Ctx, params: GetPromptRequestParams) -> GetPromptResult | InputRequiredResult:
+        return await self.get_prompt(ctx, params)
+
+    async def get_prompt(self, ctx: Ctx, params: GetPromptRequestParams) -> GetPromptResult | InputRequiredResult:
+        """``prompts/get`` before the error conversion (the user-level endpoint calls it too).
+
+        Raises:
+            UnknownPromptError: no such prompt (``data``: ``{"name": params.name}``).
+            InvalidParamsError: a required argument is missing.
+            MCPError: the backend server's own protocol error.
+        """
         view = self.view()
         own = view.prompts.get(params.name)
         if own is not None:

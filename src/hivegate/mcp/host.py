@@ -18,7 +18,8 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from hivegate.agents.model import AgentSpec
 from hivegate.agents.registry import AgentChange, AgentRegistry
-from hivegate.errors import AgentUnavailableError
+from hivegate.calls.cancel import LeanCalls
+from hivegate.errors import AgentServiceUnavailableError
 from hivegate.mcp.budgets import McpBudgets
 from hivegate.mcp.event_journal import EVENT_OVERHEAD_BYTES, EventJournal
 from hivegate.mcp.pagination import CursorCodec
@@ -63,6 +64,8 @@ class AgentHost:
             bytes_anonymous=max(EVENT_OVERHEAD_BYTES, int(total * settings.mcp.anonymous_budget_share)),
         )
         """The process's kept SSE events: every agent endpoint's and ``/mcp``'s (one byte budget)."""
+        self.lean_calls = LeanCalls()
+        """Handshake-era requests running on the lean path (a ``notifications/cancelled`` cancels one)."""
         self._runtimes: dict[str, AgentRuntime] = {}
         self._locks: dict[str, anyio.Lock] = {}
         self._failed: dict[str, _Failure] = {}
@@ -112,7 +115,7 @@ class AgentHost:
         within the back-off get the error without an import attempt.
 
         Raises:
-            AgentUnavailableError: the agent's backend cannot be loaded or started.
+            AgentServiceUnavailableError: the agent's backend cannot be loaded or started.
         """
         runtime = self._runtimes.get(agent_id)
         if runtime is not None:
@@ -122,7 +125,7 @@ class AgentHost:
             return None
         failure = self._failed.get(agent_id)
         if failure is not None and failure.spec == spec and self._clock() < failure.retry_at:
-            raise AgentUnavailableError("The agent is unavailable.")
+            raise AgentServiceUnavailableError()
         lock = self._locks.setdefault(agent_id, anyio.Lock())
         async with lock:
             runtime = self._runtimes.get(agent_id)
@@ -136,7 +139,7 @@ class AgentHost:
                         delay = min(previous.delay * 2, RETRY_MAX_SECONDS)
                     logger.exception("cannot start agent %s; the first request after %g s tries again", agent_id, delay)
                     self._failed[agent_id] = _Failure(spec, self._clock() + delay, delay)
-                    raise AgentUnavailableError("The agent is unavailable.") from None
+                    raise AgentServiceUnavailableError() from None
                 self._failed.pop(agent_id, None)
                 self._runtimes[agent_id] = runtime
         return runtime

@@ -19,6 +19,7 @@ from starlette.types import Receive, Scope, Send
 from hivegate.agents.model import AGENT_ID_PATTERN
 from hivegate.auth.gate import EndpointGate
 from hivegate.auth.principal import current_principal, principal_scope
+from hivegate.calls.cancel import cancel_on_disconnect
 from hivegate.errors import AgentNotFoundError, BatchNotSupportedError, GatewayError
 from hivegate.mcp.batch import (
     BATCH_ELEMENT,
@@ -121,16 +122,32 @@ class McpEndpoint:
             if body is not None and self._fast_path:
                 request = fast_candidate(runtime, headers, decoded)
                 if request is not None:
-                    await serve_fast(runtime, request, pairs, headers, send)
+                    await cancel_on_disconnect(
+                        receive,
+                        lambda: serve_fast(runtime, request, pairs, headers, send),
+                        invokes=request["method"] == "tools/call",
+                    )
                     return
         elif message is not None:
             if oneshot_candidate(headers, message):
-                await serve_oneshot(runtime.server, agent_id, message, send)
+                await cancel_on_disconnect(
+                    receive,
+                    lambda: serve_oneshot(runtime.server, agent_id, message, send),
+                    invokes=message.get("method") == "tools/call",
+                )
                 return
             version = legacy_candidate(runtime, headers, message) if self._fast_path else None
             if version is not None:
-                await serve_legacy_fast(runtime, message, version, headers, send)
+                await self._host.lean_calls.serve(
+                    headers["mcp-session-id"],
+                    message["id"],
+                    receive,
+                    send,
+                    lambda send: serve_legacy_fast(runtime, message, version, headers, send),
+                    invokes=message.get("method") == "tools/call",
+                )
                 return
+            self._host.lean_calls.cancel(headers.get("mcp-session-id"), message)
             send = self._watch_legacy(runtime, headers, message, send)
         elif "mcp-session-id" not in headers:
             send = without_session_header_on_error(send)

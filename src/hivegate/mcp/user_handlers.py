@@ -23,7 +23,6 @@ is -32602 with ``data.uri`` on 2026-07-28 and -32002 before it.
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -54,25 +53,22 @@ from mcp_types import (
     Resource,
     Tool,
 )
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from hivegate.agents.model import AGENT_ID_PATTERN, AgentSpec
 from hivegate.agents.registry import AgentChange
 from hivegate.auth.principal import Principal, current_principal
 from hivegate.errors import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    LEGACY_RESOURCE_NOT_FOUND,
     AgentUnavailableError,
-    GatewayError,
     ResourceNotFoundError,
     UnknownPromptError,
     UnknownToolError,
 )
-from hivegate.mcp.handlers import to_mcp_error
+from hivegate.mcp.handlers import sdk_errors
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.runtime import AgentRuntime
+from hivegate.mcp.tool_calls import call_own_tool
 
 __all__ = ["OwnedAgents", "UserHandlers", "prefixed_name", "unwrap_resource_uri", "wrap_resource_uri"]
 
@@ -154,22 +150,11 @@ class OwnedAgents:
         ]
 
 
-def _guarded(handler: H) -> H:
-    """Map hivegate errors to their MCP form and hide unexpected exceptions behind -32603."""
+def _user_endpoint(handlers: UserHandlers) -> str:
+    return "user endpoint"
 
-    @functools.wraps(handler)
-    async def wrapper(self: UserHandlers, ctx: Ctx, params: Any) -> Any:
-        try:
-            return await handler(self, ctx, params)
-        except GatewayError as exc:
-            raise to_mcp_error(exc, ctx.protocol_version) from None
-        except (MCPError, ValidationError):
-            raise
-        except Exception:
-            logger.exception("user endpoint: %s failed", ctx.method)
-            raise MCPError(INTERNAL_ERROR, "Internal error") from None
 
-    return wrapper  # type: ignore[return-value]  # same signature as the wrapped handler
+_guarded = sdk_errors(_user_endpoint)
 
 
 def _with_params(ctx: Ctx, **changes: Any) -> Ctx:
@@ -292,7 +277,7 @@ class UserHandlers:
         runtime = await self._runtime(params.name)
         if runtime is None or params.name not in runtime.view.tool_index:
             raise unknown
-        return await runtime.handlers.on_call_tool(ctx, params)
+        return await call_own_tool(ctx, runtime.view, params)
 
     # -- resources ---------------------------------------------------------------------
 
@@ -334,16 +319,11 @@ class UserHandlers:
         if runtime is None:
             raise ResourceNotFoundError(params.uri)
         try:
-            result = await runtime.handlers.on_read_resource(
+            result = await runtime.handlers.read_resource(
                 _with_params(ctx, uri=uri), params.model_copy(update={"uri": uri})
             )
-        except MCPError as exc:
-            data: Any = exc.data
-            if (
-                exc.code in (INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND)
-                and isinstance(data, dict)
-                and data.get("uri") == uri
-            ):
+        except ResourceNotFoundError as exc:
+            if exc.uri == uri:
                 raise ResourceNotFoundError(params.uri) from None
             raise
         if isinstance(result, InputRequiredResult):
@@ -381,11 +361,11 @@ class UserHandlers:
             raise unknown
         runtime, name = found
         try:
-            return await runtime.handlers.on_get_prompt(
+            return await runtime.handlers.get_prompt(
                 _with_params(ctx, name=name), params.model_copy(update={"name": name})
             )
-        except MCPError as exc:
-            if exc.code == INVALID_PARAMS and exc.data == {"name": name}:
+        except UnknownPromptError as exc:
+            if exc.data == {"name": name}:
                 raise unknown from None
             raise
 
