@@ -72,7 +72,7 @@ def test_unloadable_backend_is_503_without_details(gateway: GatewayProcess) -> N
     response = httpx.post(f"{gateway.url}/broken/mcp", json=INITIALIZE, headers=HEADERS, timeout=10)
     assert response.status_code == 503
     body = response.json()
-    assert body["error"]["data"]["code"] == "agent_unavailable"
+    assert body["error"]["data"]["code"] == "agent_service_unavailable"  # issue 8 item 4: the original's name
     assert "no_such_module" not in response.text
     again = httpx.post(f"{gateway.url}/broken/mcp", json=INITIALIZE, headers=HEADERS, timeout=10)
     assert again.status_code == 503
