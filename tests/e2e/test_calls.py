@@ -12,17 +12,23 @@ poll with a deadline.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import httpx
+import httpx2
 import pytest
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.gateway_process import GatewayProcess, run_gateway
+from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
 MODES = ["legacy", "2026-07-28"]
 
@@ -92,6 +98,23 @@ backend = { type = "python", callable = "late_agent:reply" }
 """
 
 
+USER_CONFIG = """
+[[agents]]
+id = "slow"
+name = "Slow"
+owner = "alice"
+invoke_timeout_seconds = 1
+backend = { type = "python", callable = "waiter_agent:reply" }
+
+[[agents]]
+id = "waiter"
+name = "Waiter"
+owner = "alice"
+backend = { type = "python", callable = "waiter_agent:reply" }
+"""
+"""The user-level endpoint ``/mcp`` serves alice's agents with her ``oag_`` key."""
+
+
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("calls")
@@ -107,6 +130,46 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def gateway(folder: Path) -> Iterator[GatewayProcess]:
     with run_gateway(folder / "agents.toml") as running:
         yield running
+
+
+def _cli(database_url: str, *args: str, stdin: str = "") -> str:
+    """``python -m hivegate ARGS --database-url URL``; its stdout (it must succeed)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "NO_COLOR": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "hivegate", *args, "--database-url", database_url],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=90,
+        check=False,
+    )
+    assert result.returncode == 0, f"{args}: {result.stdout}{result.stderr}"
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def user_gateway(folder: Path) -> Iterator[tuple[GatewayProcess, str]]:
+    """A gateway whose registry holds alice's slow and waiter agents; alice's ``oag_`` key."""
+    config = folder / "user-agents.toml"
+    config.write_text(USER_CONFIG, encoding="utf-8")
+    database_url = f"sqlite+aiosqlite:///{folder / 'hivegate.db'}"
+    _cli(database_url, "users", "create", "alice", "--password-stdin", stdin="alice's password\n")
+    key = _cli(database_url, "keys", "create", "--user", "alice").splitlines()[0].strip()
+    _cli(database_url, "agents", "apply", str(config))
+    with run_gateway(config, database_url=database_url) as running:
+        yield running, key
+
+
+@asynccontextmanager
+async def _user_client(user_gateway: tuple[GatewayProcess, str], mode: str) -> AsyncGenerator[Client]:
+    gateway, key = user_gateway
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30) as http,
+        Client(streamable_http_client(f"{gateway.url}/mcp", http_client=http), mode=mode) as client,  # type: ignore[arg-type]
+    ):
+        yield client
 
 
 async def _wait_for(path: Path, seconds: float = 10.0) -> None:
@@ -220,3 +283,23 @@ async def test_a_backend_that_failed_to_start_is_retried_after_the_back_off(
     async with Client(url, mode="2026-07-28") as client:
         result = await client.call_tool("late", {"message": "hi"})
     assert result.content[0].text == "ready now"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_on_the_user_endpoint_the_deadline_and_the_cancel_are_the_same(
+    user_gateway: tuple[GatewayProcess, str], folder: Path, mode: str
+) -> None:
+    """``/mcp`` calls the invocation layer too: -32003 past the deadline, and a cancel reaches the backend."""
+    timed_out = f"user-timeout-{mode}"
+    cancelled = f"user-cancel-{mode}"
+    async with _user_client(user_gateway, mode) as client:
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool("slow", {"message": timed_out})
+        assert (caught.value.code, caught.value.message) == (-32003, "Agent reply timeout")
+        assert caught.value.data == {"code": "service_timeout", "timeout_seconds": 1.0}
+        await _wait_for(folder / "marks" / f"cancelled-{timed_out}")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: client.call_tool("waiter", {"message": cancelled}))
+            await _wait_for(folder / "marks" / f"started-{cancelled}")
+            tg.cancel_scope.cancel()
+        await _wait_for(folder / "marks" / f"cancelled-{cancelled}")
