@@ -4,8 +4,9 @@ The caller is :func:`~hivegate.auth.principal.current_principal`; the agents it 
 registered agents with ``mcp_enabled`` that :meth:`Principal.may_reach` admits, ordered by id.
 
 - tools: each such agent's message tool, exactly as the agent's own endpoint lists it (named by
-  the agent id); a call is served by the agent's own handler, so progress, reply deltas and
-  ``isError`` results are the agent endpoint's.
+  the agent id); a call goes to the invocation layer exactly as on the agent's endpoint
+  (:func:`hivegate.mcp.tool_calls.call_own_tool`), so progress, reply deltas, ``isError`` results,
+  the deadline (-32003) and cancellation are the agent endpoint's.
 - resources: each agent's resources, named ``{agent}.{name}``, at
   ``hivegate://agents/{agent}/resource?uri=<the original URI, percent-encoded>`` (reversible, and
   one agent per URI: agent ids contain no ``/``); a read is served by the agent with the original
@@ -59,7 +60,7 @@ from hivegate.agents.model import AGENT_ID_PATTERN, AgentSpec
 from hivegate.agents.registry import AgentChange
 from hivegate.auth.principal import Principal, current_principal
 from hivegate.errors import (
-    AgentUnavailableError,
+    AgentServiceUnavailableError,
     ResourceNotFoundError,
     UnknownPromptError,
     UnknownToolError,
@@ -82,7 +83,6 @@ _MAX_AGENT_PAGES = 1000
 
 Ctx = ServerRequestContext[Any, Any]
 M = TypeVar("M", bound=BaseModel)
-H = TypeVar("H", bound=Callable[..., Awaitable[Any]])
 
 
 def wrap_resource_uri(agent_id: str, uri: str) -> str:
@@ -198,7 +198,7 @@ class UserHandlers:
         """The running agent, or None when it is gone.
 
         Raises:
-            AgentUnavailableError: its backend cannot be started.
+            AgentServiceUnavailableError: its backend cannot be started.
         """
         runtime = await self._host.runtime(agent_id)
         if runtime is not None and self._on_runtime is not None:
@@ -211,7 +211,7 @@ class UserHandlers:
         for spec in self._agents.reachable(current_principal()):
             try:
                 runtime = await self._runtime(spec.id)
-            except AgentUnavailableError:
+            except AgentServiceUnavailableError:
                 continue  # the host logged why, once; the agent's own endpoint answers 503
             if runtime is not None:
                 runtimes.append(runtime)
