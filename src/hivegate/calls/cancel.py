@@ -14,6 +14,7 @@ run on the SDK's dispatcher, so they use these helpers:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -23,33 +24,56 @@ from starlette.types import Message, Receive, Send
 
 from hivegate.auth.principal import current_principal
 
-__all__ = ["LeanCalls", "cancel_on_disconnect"]
+__all__ = ["WATCH_AFTER_SECONDS", "LeanCalls", "cancel_on_disconnect"]
+
+
+WATCH_AFTER_SECONDS = 0.05
+"""A call still running after this long starts watching for the client's disconnect. Shorter calls
+(most lean requests) pay for a timer only, not a task; a disconnect is noticed this much later at most."""
 
 
 async def cancel_on_disconnect(receive: Receive, work: Callable[[], Awaitable[None]], *, invokes: bool = True) -> bool:
-    """Run ``work`` while watching ``receive`` for ``http.disconnect``; a disconnect cancels ``work``.
+    """Run ``work``; a client that disconnects while it runs cancels it.
 
     ``receive`` must have nothing left to deliver but the disconnect (the body has been read; a
     replaying ``receive`` may repeat it first). ``invokes=False`` (a request that runs no agent call,
-    so ends promptly) runs ``work`` without the watcher task. Returns True when ``work`` finished,
-    False when the client left first. Spec: ASGI HTTP connection scope (``http.disconnect``).
+    so ends promptly) just runs ``work``. Returns True when ``work`` finished, False when the client
+    left first. Spec: ASGI HTTP connection scope (``http.disconnect``).
     """
     if not invokes:
         await work()
         return True
-    finished = False
-    async with anyio.create_task_group() as tg:
+    with anyio.CancelScope() as scope:
+        await _watched(receive, work, scope)
+    return not scope.cancelled_caught
 
-        async def watch() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            tg.cancel_scope.cancel()
 
-        tg.start_soon(watch)
+async def _watched(receive: Receive, work: Callable[[], Awaitable[None]], scope: anyio.CancelScope) -> None:
+    """Run ``work`` inside ``scope`` (entered by the caller); after :data:`WATCH_AFTER_SECONDS`, a task
+    waits for ``http.disconnect`` on ``receive`` and cancels ``scope``.
+
+    asyncio only (uvicorn's loop): anyio has no timer, and a task per call would cost every short
+    call what only long ones need.
+    """
+    loop = asyncio.get_running_loop()
+    watcher: asyncio.Task[None] | None = None
+
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        scope.cancel()
+
+    def start_watching() -> None:
+        nonlocal watcher
+        watcher = loop.create_task(watch())
+
+    timer = loop.call_later(WATCH_AFTER_SECONDS, start_watching)
+    try:
         await work()
-        finished = True
-        tg.cancel_scope.cancel()
-    return finished
+    finally:
+        timer.cancel()
+        if watcher is not None:
+            watcher.cancel()
 
 
 class LeanCalls:
@@ -100,7 +124,7 @@ class LeanCalls:
             await send(message)
 
         with self._track(session_id, request_id) as scope:
-            await cancel_on_disconnect(receive, lambda: work(watched_send))
+            await _watched(receive, lambda: work(watched_send), scope)
         if scope.cancelled_caught and not started:
             await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
             await send({"type": "http.response.body", "body": b""})
