@@ -60,6 +60,7 @@ from hivegate.agents.model import AGENT_ID_PATTERN, AgentSpec
 from hivegate.agents.registry import AgentChange
 from hivegate.auth.principal import Principal, current_principal
 from hivegate.errors import (
+    INVALID_PARAMS,
     AgentServiceUnavailableError,
     ResourceNotFoundError,
     UnknownPromptError,
@@ -364,8 +365,10 @@ class UserHandlers:
             return await runtime.handlers.get_prompt(
                 _with_params(ctx, name=name), params.model_copy(update={"name": name})
             )
-        except UnknownPromptError as exc:
-            if exc.data == {"name": name}:
+        except UnknownPromptError:
+            raise unknown from None
+        except MCPError as exc:  # the agent's backend server's own answer for a prompt it does not have
+            if exc.code == INVALID_PARAMS and exc.data == {"name": name}:
                 raise unknown from None
             raise
 
