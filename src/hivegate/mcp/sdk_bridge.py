@@ -42,7 +42,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from mcp.server._otel import OpenTelemetryMiddleware  # mcp==2.3.0: private module, no public re-export
@@ -126,7 +126,31 @@ def silent_session(version: str) -> ServerSession:
 
 
 _SHAPING_CONNECTION = Connection.from_envelope(LATEST_MODERN_VERSION, None, {})
-"""The connection a shaping-only ``ServerRunner`` is built with: ``_serialize`` reads only the server (mcp==2.3.0)."""
+"""The connection a shaping-only ``ServerRunner`` is built with: ``_serialize`` never reads it (mcp==2.3.0)."""
+
+
+class _ShapingSource:
+    """What ``ServerRunner._serialize`` reads of its server (mcp==2.3.0: ``cache_hints`` and
+    ``server_info_stamp``, nothing else), with the serverInfo stamp shared instead of deep-copied.
+
+    The SDK copies the stamp per result so a caller mutating a response cannot corrupt later
+    ones; the lean paths serialize the result at once and never change it, and the copy was a
+    third of the shaping's cost. An SDK that reads more of the server fails here loudly
+    (AttributeError), in tests/mcp/test_lean_parity.py first.
+    """
+
+    __slots__ = ("_server",)
+
+    def __init__(self, server: Server[Any]) -> None:
+        self._server = server
+
+    @property
+    def cache_hints(self) -> Mapping[str, Any]:
+        return self._server.cache_hints
+
+    @property
+    def server_info_stamp(self) -> dict[str, Any]:
+        return self._server._server_info_stamp_source  # pyright: ignore[reportPrivateUsage]  # mcp==2.3.0: the once-per-server dump
 
 
 async def call_handler(
@@ -179,7 +203,8 @@ async def run_handler(
     ``_meta`` stamp is added on modern revisions (Spec: SEP-2549, SEP-2322, spec PR #3002).
 
     Returns:
-        A fresh JSON-compatible dict (the caller owns it).
+        A fresh JSON-compatible dict, except its serverInfo stamp: that is shared by every
+        result of ``server`` (serialize it, do not change it).
 
     Raises:
         MCPError: a protocol error from validation or the handler; ``-32603`` "Handler returned
@@ -187,7 +212,7 @@ async def run_handler(
         pydantic.ValidationError: the params do not validate (-32602 on the wire).
     """
     result = await call_handler(server, method, params, request_id, version)
-    runner = ServerRunner(server, _SHAPING_CONNECTION, {})  # a dataclass: cheaper than a lookup keyed by server
+    runner = ServerRunner(cast(Server[Any], _ShapingSource(server)), _SHAPING_CONNECTION, {})
     return runner._serialize(method, version, result)  # pyright: ignore[reportPrivateUsage]  # mcp==2.3.0
 
 
