@@ -1,40 +1,35 @@
 """The one module that touches the MCP SDK's internals: every pin-sensitive use of ``mcp`` lives here.
 
-hivegate pins ``mcp==2.3.0`` and ``mcp-types==2.3.0`` (pyproject.toml). Everything below that
-reads a private name (``_x``), overrides a private hook, or leans on the SDK's internal
-behaviour is marked ``# mcp==2.3.0`` where it does so; nothing else in ``src/hivegate`` may
-(``tests/mcp/test_sdk_bridge_rule.py`` fails the build otherwise). On an SDK upgrade, check
-each item of this table against the new source, then run ``tests/mcp/test_lean_parity.py``
-(lean path against the SDK's own dispatch, every lean method, every protocol version) and the
-conformance suite:
+hivegate pins ``mcp==2.3.0`` and ``mcp-types==2.3.0`` (pyproject.toml). Every line below that
+reads a private name (``_x``), overrides a private hook, calls a private method or leans on
+the SDK's internal behaviour says ``mcp==2.3.0`` where it does so; no other module under
+``src/hivegate`` may (``tests/mcp/test_sdk_bridge_rule.py`` fails otherwise).
 
-==============================  ==========================================  ==============================
-surface here                    SDK internal used (mcp==2.3.0)              what to check on an upgrade
-==============================  ==========================================  ==============================
-:func:`run_handler`             ``ServerRunner._serialize`` (runner.py)     still the one outbound shaping
-                                                                            step (cache hints, per-version
-                                                                            sieve, ``resultType``, stamp)
-:func:`call_handler`            mirrors ``ServerRunner._on_request``'s      the validation ladder before
-                                inner steps (public calls only)             a handler has not grown a step
-:func:`silent_session`          ``ServerSession(dctx, connection)``         a structural ``DispatchContext``
-                                with a structural ``DispatchContext``       still satisfies the protocol
-:class:`ObservedSessionManager` overrides ``_admit_session`` and            every session still enters and
-                                ``_discard_session``                        leaves through these two
-:func:`session_transport`,      ``StreamableHTTPSessionManager.``           still the table of live
-:func:`live_session_ids`        ``_server_instances``                       sessions by id
-:func:`idle_expired`,           ``StreamableHTTPServerTransport.idle_scope``  still the cancel scope whose
-:func:`restart_idle_countdown`  (a public attribute; its deadline is the    deadline ends an idle session
-                                transport's own business)
-:func:`session_connection`      ``ServerSession._connection``               the field's name
-:func:`refresh_server_info`     ``Server._server_info_stamp_source``        still the cached serverInfo
-                                (a ``functools.cached_property``)           dump behind the stamp
-:func:`deliver_now`             ``InMemorySubscriptionBus._listeners``      the field's name and shape
-:func:`mcpserver_parts`         ``MCPServer._lowlevel_server``,             the fields' names
-                                ``MCPServer._subscriptions``
-:func:`is_sdk_tracing`          ``mcp.server._otel.OpenTelemetryMiddleware``  the module's name
-==============================  ==========================================  ==============================
+What is touched, and what to check on an SDK upgrade:
 
-See docs/sdk-bridge.md.
+- :func:`run_handler`: ``ServerRunner._serialize`` (server/runner.py), the SDK's outbound
+  shaping (cache hints, per-version result sieve, ``resultType``, serverInfo stamp), given a
+  stand-in for the server that supplies the two attributes it reads (``cache_hints``,
+  ``server_info_stamp``) with the stamp shared, from ``Server._server_info_stamp_source``.
+  Check: ``_serialize`` still the one shaping step, and still reads only those two.
+- :func:`call_handler`: public calls only, the steps ``ServerRunner._on_request`` runs before a
+  handler (surface validation, lookup, params model). Check: no step was added there.
+- :func:`silent_session`: a ``ServerSession`` on a structural ``DispatchContext``. Check: the
+  ``DispatchContext`` protocol (shared/dispatcher.py) did not grow.
+- :class:`ObservedSessionManager`: overrides ``StreamableHTTPSessionManager._admit_session`` and
+  ``_discard_session``. Check: every session still enters and leaves through these two.
+- :func:`session_transport`, :func:`live_session_ids`: ``StreamableHTTPSessionManager._server_instances``.
+- :func:`idle_expired`, :func:`restart_idle_countdown`: ``StreamableHTTPServerTransport.idle_scope``
+  (public, but its deadline is the transport's own business). Check: still the scope whose
+  deadline ends an idle session, suspended with an infinite deadline while a request is in flight.
+- :func:`session_connection`: ``ServerSession._connection``.
+- :func:`refresh_server_info`: ``Server._server_info_stamp_source`` (a ``functools.cached_property``).
+- :func:`deliver_now`: ``InMemorySubscriptionBus._listeners``.
+- :func:`mcpserver_parts`: ``MCPServer._lowlevel_server``, ``MCPServer._subscriptions``.
+- :func:`is_sdk_tracing`: the private module ``mcp.server._otel``.
+
+Then run tests/mcp/test_lean_parity.py (each lean method, each protocol version, lean path
+against the SDK's own serving loop) and the conformance suite. See docs/sdk-bridge.md.
 """
 
 from __future__ import annotations
