@@ -41,6 +41,7 @@ from hivegate.mcp.event_store import EndpointEventStore
 from hivegate.mcp.handlers import AgentHandlers
 from hivegate.mcp.legacy_sessions import BudgetedSessionManager, LegacySessions
 from hivegate.mcp.pagination import CursorCodec
+from hivegate.mcp.sdk_bridge import deliver_now, refresh_server_info
 from hivegate.mcp.view import AgentView
 from hivegate.settings import Settings
 
@@ -84,11 +85,7 @@ class _AgentBus(InMemorySubscriptionBus):
             self._relay = source.subscribe(self._deliver_now)
 
     def _deliver_now(self, event: ServerEvent) -> None:
-        for listener in list(self._listeners.values()):
-            try:
-                listener(event)
-            except Exception:  # fan-out boundary
-                logger.exception("listen-stream listener raised")
+        deliver_now(self, event)
 
 
 async def _create_backend(spec: AgentSpec, task_group: anyio.abc.TaskGroup) -> Backend | None:
@@ -225,8 +222,7 @@ class AgentRuntime:
         server.version = spec.version
         server.description = spec.description or None
         server.instructions = spec.instructions
-        server.__dict__.pop("_server_info_stamp_source", None)  # drop the SDK's cached serverInfo dump
-        self._server_info = server.server_info.model_dump(by_alias=True, mode="json", exclude_none=True)
+        self._server_info = refresh_server_info(server)
         server.cache_hints = {
             method: CacheHint(ttl_ms=hint.ttl_ms, scope=hint.scope)
             for method in _CACHEABLE

@@ -31,7 +31,7 @@ without a session, :func:`~hivegate.mcp.legacy_fastpath.serve_oneshot`), resourc
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Collection
 from contextlib import asynccontextmanager, nullcontext
 from typing import Any, get_args
 
@@ -79,6 +79,7 @@ from hivegate.mcp.negotiation import adapt_send, negotiate, refuse_unstreamable
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.rendering import jsonrpc_error_response
 from hivegate.mcp.runtime import AgentRuntime, ListChangedServer
+from hivegate.mcp.sdk_bridge import live_session_ids
 from hivegate.mcp.tools import MESSAGE_TOOL_SCHEMA
 from hivegate.mcp.transport import (
     HostPolicy,
@@ -181,9 +182,8 @@ class _LegacySessions:
         self._manager = manager
         self._sessions: dict[str, tuple[str | None, ServerSession]] = {}
 
-    def _live(self) -> dict[str, Any]:
-        # The manager exposes no lookup; its session table is the one source of truth for liveness.
-        return self._manager._server_instances  # pyright: ignore[reportPrivateUsage]  # mcp==2.3.0 is pinned
+    def _live(self) -> Collection[str]:
+        return live_session_ids(self._manager)
 
     def remember(self, session_id: str, user: str | None, session: ServerSession) -> None:
         if session_id not in self._sessions:
