@@ -27,7 +27,7 @@ _CODE_ATTRIBUTE = re.compile(r'^\s+code = "([a-z_]+)"', re.MULTILINE)
 _CODE_MEMBER = re.compile(r'"code":\s*"([a-z_]+)"')
 _OAUTH_VALUES = (
     re.compile(r'"error":\s*"([a-z_]+)"'),
-    re.compile(r'(?:TokenError|AuthorizeError|RegistrationError)\(\s*"([a-z_]+)"'),
+    re.compile(r'(?:TokenError|AuthorizeError|RegistrationError|oauth_error)\(\s*"([a-z_]+)"'),
     re.compile(r'\berror="([a-z_]+)"'),
     re.compile(r'oauth_error="([a-z_]+)"'),
 )
