@@ -1,46 +1,14 @@
 """hivegate's error tree: every layer raises these; one renderer per wire plane turns them into responses.
 
-::
-
-    GatewayError                      code             HTTP  JSON-RPC
-    ├── InvalidRequestError           invalid_request   400  -32600
-    │   ├── ParseError                parse_error       400  -32700
-    │   ├── BatchNotSupportedError    batch_not_supported 400 -32600
-    │   ├── HeaderMismatchError       header_mismatch   400  -32020
-    │   ├── PayloadTooLargeError      payload_too_large 413  -32600
-    │   ├── UnsupportedMediaTypeError unsupported_media_type 415 -32600
-    │   ├── UnknownEventIdError       unknown_event_id  400  -32600
-    │   ├── RequestTimeoutError       request_timeout   408  -32600  (HTTP layer: the head came too slowly)
-    │   └── HeadersTooLargeError      headers_too_large 431  -32600  (HTTP layer: head too large / too many)
-    ├── InvalidParamsError            invalid_params    400  -32602
-    │   ├── UnknownToolError          unknown_tool      400  -32602
-    │   ├── UnknownPromptError        unknown_prompt    400  -32602
-    │   ├── InvalidCursorError        invalid_cursor    400  -32602
-    │   └── ResourceNotFoundError     resource_not_found 400 -32602 (-32002 before 2026-07-28)
-    ├── MethodNotFoundError           method_not_found  404  -32601
-    ├── NotFoundError                 not_found         404  -32600
-    │   ├── AgentNotFoundError        agent_not_found   404  -32600
-    │   └── SessionNotFoundError      session_not_found 404  -32600
-    ├── AuthenticationError           unauthorized      401  -32600  (+ WWW-Authenticate, RFC 6750 §3)
-    ├── PermissionDeniedError         permission_denied 403  -32600
-    │   ├── ForbiddenOriginError      forbidden_origin  403  -32600
-    │   ├── InsufficientScopeError    insufficient_scope 403 -32600  (+ WWW-Authenticate)
-    │   └── McpDisabledError          mcp_disabled      403  -32600
-    ├── ServiceUnavailableError       service_unavailable 503 -32603
-    │   ├── AgentServiceUnavailableError agent_service_unavailable 503 -32603 (``data.code``)
-    │   ├── CapacityExhaustedError    capacity_exhausted 503 -32603  (+ Retry-After)
-    │   └── StoreUnavailableError     store_unavailable 503  -32603  (+ Retry-After)
-    ├── ServiceTimeoutError           service_timeout   504  -32003  "Agent reply timeout" (``data.code``)
-    ├── RateLimitedError              rate_limited      429  -32603  (+ Retry-After)
-    │   └── BudgetExceededError       budget_exceeded   429  -32603  (+ Retry-After)
-    ├── MisdirectedRequestError       invalid_host      421  -32600
-    ├── NotAcceptableError            not_acceptable    406  -32600
-    ├── AgentError                    agent_error       200  (an ``isError`` tool result)
-    └── InternalError                 internal_error    500  -32603
+Each class declares its wire identity as class attributes: ``code`` (the stable snake_case id that
+MCP renders as ``error.data.code`` and the OAuth plane as ``code``), ``http_status``,
+``jsonrpc_code`` and ``oauth_code`` (the RFC 6749 §5.2 ``error`` value; ``server_error`` unless a
+class says otherwise, ``temporarily_unavailable`` for the 503s). These attributes are the one
+table: :func:`catalogue` reads them, and ``docs/errors.md`` (the catalogue, with the original
+platform's names) is tested against it both ways (``tests/test_error_catalogue.py``).
+:data:`OAUTH_ERRORS` lists the RFC ``error`` values the OAuth plane sends besides the classes'.
 
 Route code raises; it never builds error bodies itself. Tests assert ``code``, not messages.
-On the OAuth plane a class's ``oauth_code`` is the RFC 6749 §5.2 ``error`` value (``server_error``
-unless a class says otherwise; ``temporarily_unavailable`` for the 503s).
 """
 
 from __future__ import annotations
@@ -48,10 +16,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
+    "OAUTH_ERRORS",
     "AgentError",
     "AgentNotFoundError",
     "AgentServiceUnavailableError",
-    "AgentUnavailableError",
     "AuthenticationError",
     "BatchNotSupportedError",
     "BudgetExceededError",
@@ -76,6 +44,7 @@ __all__ = [
     "RateLimitedError",
     "RequestTimeoutError",
     "ResourceNotFoundError",
+    "RetryLaterError",
     "ServiceTimeoutError",
     "ServiceUnavailableError",
     "SessionNotFoundError",
@@ -84,6 +53,7 @@ __all__ = [
     "UnknownPromptError",
     "UnknownToolError",
     "UnsupportedMediaTypeError",
+    "catalogue",
 ]
 
 PARSE_ERROR = -32700
@@ -92,9 +62,9 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 LEGACY_RESOURCE_NOT_FOUND = -32002
-HEADER_MISMATCH = -32020
 AGENT_REPLY_TIMEOUT = -32003
-"""The original platform's JSON-RPC code for an agent that did not reply in time (implementation-defined range)."""
+"""The original platform's MCP code for an agent that did not reply in time (``"Agent reply timeout"``)."""
+HEADER_MISMATCH = -32020
 
 STORE_RETRY_AFTER_SECONDS = 5
 """``Retry-After`` of a :class:`StoreUnavailableError` response (RFC 9110 §10.2.3)."""
@@ -285,7 +255,7 @@ class ServiceUnavailableError(GatewayError):
 
 
 class AgentServiceUnavailableError(ServiceUnavailableError):
-    """The agent's backend cannot be loaded or started; details go to the server log only.
+    """The agent's backend cannot be loaded, started or reached for this call; details go to the server log only.
 
     ``data``: ``{"code": "agent_service_unavailable"}`` (so a JSON-RPC error rendered by the SDK carries
     the code too). Spec: the original platform's error catalogue (503 ``agent_service_unavailable``).
@@ -297,11 +267,16 @@ class AgentServiceUnavailableError(ServiceUnavailableError):
         super().__init__(message, data={"code": self.code})
 
 
-AgentUnavailableError = AgentServiceUnavailableError
-"""The former name, kept for the modules that still import it."""
+class RetryLaterError(GatewayError):
+    """Base of the refusals sent with ``Retry-After: retry_after_seconds`` (RFC 9110 §10.2.3); no code of its own."""
+
+    def __init__(self, message: str, *, retry_after_seconds: int, data: Any = None) -> None:
+        super().__init__(message, data=data)
+        self.retry_after_seconds = retry_after_seconds
+        self.headers["Retry-After"] = str(retry_after_seconds)
 
 
-class CapacityExhaustedError(ServiceUnavailableError):
+class CapacityExhaustedError(RetryLaterError, ServiceUnavailableError):
     """A process-wide cap is reached (every caller is refused until room frees up); sent with ``Retry-After``.
 
     ``data``: ``{"budget": <what is exhausted, e.g. "sessions">, "limit": <the cap>}``.
@@ -310,29 +285,8 @@ class CapacityExhaustedError(ServiceUnavailableError):
 
     code = "capacity_exhausted"
 
-    def __init__(self, message: str, *, retry_after_seconds: int, data: Any = None) -> None:
-        super().__init__(message, data=data)
-        self.retry_after_seconds = retry_after_seconds
-        self.headers["Retry-After"] = str(retry_after_seconds)
 
-
-class ServiceTimeoutError(GatewayError):
-    """The agent did not reply within its ``invoke_timeout_seconds``; the backend call was cancelled.
-
-    JSON-RPC -32003 "Agent reply timeout" with ``data``: ``{"code": "service_timeout", "timeout_seconds": <n>}``;
-    504 where the plane has a status. Spec: the original platform's MCP tools/call timeout and error catalogue.
-    """
-
-    code = "service_timeout"
-    http_status = 504
-    jsonrpc_code = AGENT_REPLY_TIMEOUT
-
-    def __init__(self, timeout_seconds: float) -> None:
-        super().__init__("Agent reply timeout", data={"code": self.code, "timeout_seconds": timeout_seconds})
-        self.timeout_seconds = timeout_seconds
-
-
-class RateLimitedError(GatewayError):
+class RateLimitedError(RetryLaterError):
     """The caller is over one of its own limits (others are still served); sent with ``Retry-After``.
 
     Spec: RFC 6585 §4 (429), RFC 9110 §10.2.3 (Retry-After).
@@ -341,11 +295,6 @@ class RateLimitedError(GatewayError):
     code = "rate_limited"
     http_status = 429
     jsonrpc_code = INTERNAL_ERROR
-
-    def __init__(self, message: str, *, retry_after_seconds: int, data: Any = None) -> None:
-        super().__init__(message, data=data)
-        self.retry_after_seconds = retry_after_seconds
-        self.headers["Retry-After"] = str(retry_after_seconds)
 
 
 class BudgetExceededError(RateLimitedError):
@@ -397,5 +346,60 @@ class AgentError(GatewayError):
     jsonrpc_code = INTERNAL_ERROR
 
 
+class ServiceTimeoutError(GatewayError):
+    """The agent did not reply within its ``invoke_timeout_seconds``; the backend call was cancelled.
+
+    JSON-RPC -32003 "Agent reply timeout" with ``data``: ``{"code": "service_timeout", "timeout_seconds": <n>}``;
+    504 where the plane has a status. Spec: the original platform's MCP tools/call timeout and error
+    catalogue (``service_timeout``, 504); RFC 9110 §15.6.5.
+    """
+
+    code = "service_timeout"
+    http_status = 504
+    jsonrpc_code = AGENT_REPLY_TIMEOUT
+
+    def __init__(self, timeout_seconds: float) -> None:
+        super().__init__("Agent reply timeout", data={"code": self.code, "timeout_seconds": timeout_seconds})
+        self.timeout_seconds = timeout_seconds
+
+
 class InternalError(GatewayError):
+    """An unexpected failure; the client sees only this code and a generic message, the log has the cause."""
+
     code = "internal_error"
+
+
+OAUTH_ERRORS: dict[str, str] = {
+    "invalid_request": "RFC 6749 §4.1.2.1, §5.2; RFC 7009 §2.2.1; RFC 6750 §3.1",
+    "invalid_token": "RFC 6750 §3.1",
+    "insufficient_scope": "RFC 6750 §3.1",
+    "invalid_client": "RFC 6749 §5.2",
+    "invalid_grant": "RFC 6749 §5.2",
+    "unauthorized_client": "RFC 6749 §4.1.2.1, §5.2",
+    "unsupported_grant_type": "RFC 6749 §5.2",
+    "unsupported_response_type": "RFC 6749 §4.1.2.1",
+    "invalid_scope": "RFC 6749 §4.1.2.1, §5.2",
+    "access_denied": "RFC 6749 §4.1.2.1",
+    "invalid_target": "RFC 8707 §2",
+    "invalid_redirect_uri": "RFC 7591 §3.2.2",
+    "invalid_client_metadata": "RFC 7591 §3.2.2",
+    "slow_down": "RFC 8628 §3.5",
+    "not_found": "hivegate",
+    "server_error": "RFC 6749 §4.1.2.1, §5.2",
+    "temporarily_unavailable": "RFC 6749 §4.1.2.1",
+}
+"""The RFC ``error`` values hivegate sends (value → where it is defined): on the OAuth plane (the
+classes' ``oauth_code``, the bodies its endpoints build, the official SDK's handlers' values) and in
+``WWW-Authenticate`` bearer challenges (RFC 6750 §3.1)."""
+
+
+def catalogue(root: type[GatewayError] = GatewayError) -> list[type[GatewayError]]:
+    """Every class of the tree under ``root`` (inclusive) that declares its own ``code``, parents first.
+
+    Reads the subclasses defined so far: classes outside this module (e.g. ``BackendLoadError``)
+    count once their module is imported. Order: depth-first, siblings in definition order.
+    """
+    found = [root] if "code" in vars(root) else []
+    for child in root.__subclasses__():
+        found += [error for error in catalogue(child) if error not in found]
+    return found

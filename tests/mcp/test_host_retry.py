@@ -8,7 +8,7 @@ import pytest
 
 from hivegate.agents.model import AgentSpec
 from hivegate.agents.registry import AgentRegistry
-from hivegate.errors import AgentUnavailableError
+from hivegate.errors import AgentServiceUnavailableError
 from hivegate.mcp.host import RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS, AgentHost
 from hivegate.settings import load_settings
 from hivegate.storage.memory import MemoryAgentStore
@@ -42,11 +42,11 @@ async def test_failed_backend_is_retried_after_the_back_off(tmp_path: Path) -> N
     clock = FakeClock()
     host = AgentHost(registry, load_settings(), clock=clock)
     async with host.running():
-        with pytest.raises(AgentUnavailableError):
+        with pytest.raises(AgentServiceUnavailableError):
             await host.runtime("late")  # no module yet: fails, back-off 1 s
         (tmp_path / f"{module}.py").write_text("def reply(invocation):\n    return 'ok'\n", encoding="utf-8")
         clock.now += RETRY_FIRST_SECONDS / 2
-        with pytest.raises(AgentUnavailableError):
+        with pytest.raises(AgentServiceUnavailableError):
             await host.runtime("late")  # within the back-off: still 503, no import attempted
         assert host.cached("late") is None
         clock.now += RETRY_FIRST_SECONDS / 2
@@ -77,16 +77,16 @@ async def test_repeated_failures_double_the_wait_up_to_the_cap(
         return sum("cannot start agent never" in record.getMessage() for record in caplog.records)
 
     async with host.running():
-        with pytest.raises(AgentUnavailableError):
+        with pytest.raises(AgentServiceUnavailableError):
             await host.runtime("never")
         assert attempts() == 1
         for i in range(8):
             wait = min(RETRY_FIRST_SECONDS * 2**i, RETRY_MAX_SECONDS)
             clock.now += wait - 0.01
-            with pytest.raises(AgentUnavailableError):
+            with pytest.raises(AgentServiceUnavailableError):
                 await host.runtime("never")
             assert attempts() == i + 1, f"retried before the {wait} s back-off ended"
             clock.now += 0.01
-            with pytest.raises(AgentUnavailableError):
+            with pytest.raises(AgentServiceUnavailableError):
                 await host.runtime("never")
             assert attempts() == i + 2, f"not retried after the {wait} s back-off"

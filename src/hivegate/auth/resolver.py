@@ -184,17 +184,11 @@ class CredentialResolver:
         if user is None or user.disabled:
             raise AuthenticationError("the API key's user is disabled", oauth_error="invalid_token")
         await self._touch(record.id)
-        if kind is KeyKind.USER:
-            return Principal(
-                kind=CredentialKind.USER_KEY,
-                user_id=user.id,
-                username=user.username,
-                agents=None,
-                credential_id=record.id,
-            )
-        agents = frozenset({record.agent_id}) if record.agent_id is not None else frozenset[str]()
+        agents: frozenset[str] | None = None  # a user key reaches all of its user's agents
+        if kind is not KeyKind.USER:
+            agents = frozenset({record.agent_id}) if record.agent_id is not None else frozenset[str]()
         return Principal(
-            kind=CredentialKind.AGENT_KEY,
+            kind=CredentialKind.USER_KEY if kind is KeyKind.USER else CredentialKind.AGENT_KEY,
             user_id=user.id,
             username=user.username,
             agents=agents,

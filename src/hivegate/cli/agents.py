@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
 
-import anyio
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -19,9 +18,10 @@ from rich.table import Table
 
 from hivegate.agents.loader import AgentsFileError, load_agents_file
 from hivegate.backends.check import check_python_backends
-from hivegate.cli.options import FLAG, Command, ConfigOption, DatabaseOption, command_group, err_console, settings_from
+from hivegate.cli.options import FLAG, Command, ConfigOption, DatabaseOption, command_group, err_console, fail
+from hivegate.cli.stores import run_on_store
 from hivegate.storage import AgentStore, create_agent_store
-from hivegate.storage.credentials import create_credential_store
+from hivegate.storage.credentials import CredentialStore, create_credential_store
 
 __all__ = ["agents_app"]
 
@@ -31,16 +31,7 @@ T = TypeVar("T")
 
 
 def _run(config: Path | None, database_url: str | None, action: Callable[[AgentStore], Awaitable[T]]) -> T:
-    settings = settings_from(config, database={"url": database_url} if database_url else {})
-
-    async def main() -> T:
-        store = await create_agent_store(settings.database.url, settings.database.limits())
-        try:
-            return await action(store)
-        finally:
-            await store.close()
-
-    return anyio.run(main)
+    return run_on_store(config, database_url, create_agent_store, action)
 
 
 @agents_app.command("apply", cls=Command)
@@ -61,8 +52,7 @@ def apply(
     try:
         specs = load_agents_file(file)
     except AgentsFileError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        raise fail(str(exc), 2) from None
     problems = check_python_backends(specs)
     if problems:
         for problem in problems:
@@ -88,16 +78,11 @@ def apply(
 
 def _warn_unknown_owners(config: Path | None, database_url: str | None, owners: set[str]) -> None:
     """Say which owners have no user yet: nobody's credentials reach their agents until they exist."""
-    settings = settings_from(config, announce=False, database={"url": database_url} if database_url else {})
 
-    async def missing() -> list[str]:
-        store = await create_credential_store(settings.database.url, settings.database.limits())
-        try:
-            return sorted([owner for owner in owners if await store.get_user_by_username(owner) is None])
-        finally:
-            await store.close()
+    async def missing(store: CredentialStore) -> list[str]:
+        return sorted([owner for owner in owners if await store.get_user_by_username(owner) is None])
 
-    for owner in anyio.run(missing):
+    for owner in run_on_store(config, database_url, create_credential_store, missing, announce=False):
         err_console.print(
             f"[yellow]warning:[/yellow] owner {owner!r} is not a user yet; create it with "
             f'`hivegate users create {owner}` (until then only auth = "none" agents of {owner!r} answer)'
@@ -139,8 +124,7 @@ def show(
     """Print one agent's stored spec as JSON."""
     stored = _run(config, database_url, lambda store: store.get(agent_id))
     if stored is None:
-        err_console.print(f"[red]error:[/red] no agent {agent_id!r}")
-        raise typer.Exit(1)
+        raise fail(f"no agent {agent_id!r}")
     print(json.dumps(stored.spec.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))
 
 
@@ -152,6 +136,5 @@ def delete(
 ) -> None:
     """Delete one agent."""
     if not _run(config, database_url, lambda store: store.delete(agent_id)):
-        err_console.print(f"[red]error:[/red] no agent {agent_id!r}")
-        raise typer.Exit(1)
+        raise fail(f"no agent {agent_id!r}")
     console.print(f"deleted {agent_id}")

@@ -5,32 +5,19 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated
 
-import anyio
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from hivegate.cli.options import (
-    FLAG,
-    Command,
-    ConfigOption,
-    DatabaseOption,
-    command_group,
-    err_console,
-    id_column,
-    settings_from,
-)
+from hivegate.cli.options import FLAG, Command, ConfigOption, DatabaseOption, command_group, fail, id_column, timestamp
+from hivegate.cli.stores import CommandError, database_settings, opened, run, run_on_store
 from hivegate.storage.credentials import create_credential_store
-from hivegate.storage.oauth import GrantRecord, create_oauth_store
+from hivegate.storage.oauth import GrantRecord, OAuthStore, create_oauth_store
 
 __all__ = ["grants_app"]
 
 grants_app = command_group("Manage OAuth grants (what a user allowed a client at consent).")
 console = Console()
-
-
-class _CommandError(Exception):
-    """A refusal found while the stores were open, reported after they are closed."""
 
 
 @grants_app.command("list", cls=Command)
@@ -41,29 +28,23 @@ def list_grants(
     database_url: DatabaseOption = None,
 ) -> None:
     """List grants: client, agents, scopes, when granted and (with --all) revoked."""
-    settings = settings_from(config, database={"url": database_url} if database_url else {})
+    settings = database_settings(config, database_url)
 
     async def action() -> tuple[list[GrantRecord], dict[str, str]]:
-        credentials = await create_credential_store(settings.database.url, settings.database.limits())
-        oauth = await create_oauth_store(settings.database.url, settings.database.limits())
-        try:
+        async with (
+            opened(create_credential_store, settings) as credentials,
+            opened(create_oauth_store, settings) as oauth,
+        ):
             user_id: str | None = None
             if user is not None:
                 found = await credentials.get_user_by_username(user)
                 if found is None:
-                    raise _CommandError(f"no user {user!r}")
+                    raise CommandError(f"no user {user!r}")
                 user_id = found.id
             names = {u.id: u.username for u in await credentials.list_users()}
             return await oauth.list_grants(user_id), names
-        finally:
-            await oauth.close()
-            await credentials.close()
 
-    try:
-        grants, usernames = anyio.run(action)
-    except _CommandError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1) from None
+    grants, usernames = run(action)
     table = Table(id_column(), "user", "client", "agents", "granted", "revoked")
     for grant in grants:
         if grant.revoked_at is not None and not all_grants:
@@ -74,8 +55,8 @@ def list_grants(
             usernames.get(grant.user_id, grant.user_id),
             client,
             " ".join(grant.agents),
-            grant.created_at.isoformat(timespec="seconds"),
-            grant.revoked_at.isoformat(timespec="seconds") if grant.revoked_at else "-",
+            timestamp(grant.created_at),
+            timestamp(grant.revoked_at),
         )
     console.print(table)
 
@@ -88,22 +69,16 @@ def revoke(
 ) -> None:
     """Revoke a grant: its refresh tokens stop working at once, its access tokens within
     security.credential_cache_seconds (1 s)."""
-    settings = settings_from(config, database={"url": database_url} if database_url else {})
 
-    async def action() -> tuple[GrantRecord | None, bool]:
-        oauth = await create_oauth_store(settings.database.url, settings.database.limits())
-        try:
-            before = await oauth.get_grant(grant_id)
-            return await oauth.revoke_grant(grant_id, datetime.now(UTC)), before is not None and not before.active
-        finally:
-            await oauth.close()
+    async def action(oauth: OAuthStore) -> tuple[GrantRecord | None, bool]:
+        before = await oauth.get_grant(grant_id)
+        return await oauth.revoke_grant(grant_id, datetime.now(UTC)), before is not None and not before.active
 
-    grant, already = anyio.run(action)
+    grant, already = run_on_store(config, database_url, create_oauth_store, action)
     if grant is None:
-        err_console.print(f"[red]error:[/red] no grant {grant_id!r}")
-        raise typer.Exit(1)
+        raise fail(f"no grant {grant_id!r}")
     if already and grant.revoked_at is not None:
-        console.print(f"{grant.id} was already revoked at {grant.revoked_at.isoformat(timespec='seconds')}")
+        console.print(f"{grant.id} was already revoked at {timestamp(grant.revoked_at)}")
         return
     console.print(
         f"revoked {grant.id} (client {grant.client_name or grant.client_id}, agents {' '.join(grant.agents)})"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 import typer
@@ -16,9 +15,11 @@ from hivegate.cli.options import (
     DatabaseOption,
     command_group,
     err_console,
+    fail,
     id_column,
-    settings_from,
+    timestamp,
 )
+from hivegate.cli.stores import CommandError, database_settings
 from hivegate.cli.users import run_with_credentials
 from hivegate.storage import create_agent_store
 from hivegate.storage.credentials import ApiKey, CredentialStore, KeyLimitError, User
@@ -27,10 +28,6 @@ __all__ = ["keys_app"]
 
 keys_app = command_group("Manage API keys (`oag_` user keys, `bak_` agent keys).")
 console = Console()
-
-
-class _CommandError(Exception):
-    """A refusal found inside the store action, reported after the store is closed."""
 
 
 @keys_app.command("create", cls=Command)
@@ -45,7 +42,7 @@ def create(
 ) -> None:
     """Create a key: oag_ (all of the user's agents) or, with --agent, bak_ (that agent). Prints it once."""
     minted = mint_key(KeyKind.USER if agent is None else KeyKind.AGENT)
-    settings = settings_from(config, announce=False, database={"url": database_url} if database_url else {})
+    settings = database_settings(config, database_url, announce=False)
 
     async def action(store: CredentialStore) -> ApiKey:
         owner = await _require_user(store, user)
@@ -56,13 +53,9 @@ def create(
                 user_id=owner.id, agent_id=agent, name=name, key_hash=minted.digest, prefix=minted.prefix
             )
         except KeyLimitError as exc:
-            raise _CommandError(f"{exc}; revoke one first") from None
+            raise CommandError(f"{exc}; revoke one first") from None
 
-    try:
-        key = run_with_credentials(config, database_url, action)
-    except _CommandError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1) from None
+    key = run_with_credentials(config, database_url, action)
     err_console.print(f"created key {key.id} for {user}" + (f" bound to agent {agent}" if agent else ""))
     err_console.print("Store it now: it is shown only this once.")
     print(minted.plaintext)
@@ -81,11 +74,7 @@ def list_keys(
         names = {u.id: u.username for u in await store.list_users()}
         return await store.list_api_keys(owner.id if owner else None), names
 
-    try:
-        keys, usernames = run_with_credentials(config, database_url, action)
-    except _CommandError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1) from None
+    keys, usernames = run_with_credentials(config, database_url, action)
     table = Table(id_column(), "key", "user", "agent", "name", "created", "last used", "revoked")
     for key in keys:
         table.add_row(
@@ -94,9 +83,9 @@ def list_keys(
             usernames.get(key.user_id, key.user_id),
             key.agent_id or "-",
             key.name,
-            _when(key.created_at),
-            _when(key.last_used_at),
-            _when(key.revoked_at),
+            timestamp(key.created_at),
+            timestamp(key.last_used_at),
+            timestamp(key.revoked_at),
         )
     console.print(table)
 
@@ -110,8 +99,7 @@ def revoke(
     """Revoke a key; running gateways refuse it within security.credential_cache_seconds (1 s)."""
     key = run_with_credentials(config, database_url, lambda store: store.revoke_api_key(key_id))
     if key is None:
-        err_console.print(f"[red]error:[/red] no key {key_id!r}")
-        raise typer.Exit(1)
+        raise fail(f"no key {key_id!r}")
     console.print(f"revoked {key.id} ({key.prefix}…)")
 
 
@@ -123,17 +111,13 @@ async def _require_own_agent(database_url: str, agent_id: str, username: str) ->
     finally:
         await agents.close()
     if stored is None:
-        raise _CommandError(f"no agent {agent_id!r} is registered (apply it first: hivegate agents apply)")
+        raise CommandError(f"no agent {agent_id!r} is registered (apply it first: hivegate agents apply)")
     if stored.spec.owner.casefold() != username.casefold():
-        raise _CommandError(f"agent {agent_id!r} is owned by {stored.spec.owner!r}, not {username!r}")
+        raise CommandError(f"agent {agent_id!r} is owned by {stored.spec.owner!r}, not {username!r}")
 
 
 async def _require_user(store: CredentialStore, username: str) -> User:
     found = await store.get_user_by_username(username)
     if found is None:
-        raise _CommandError(f"no user {username!r}")
+        raise CommandError(f"no user {username!r}")
     return found
-
-
-def _when(at: datetime | None) -> str:
-    return at.isoformat(timespec="seconds") if at is not None else "-"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,14 +24,23 @@ __all__ = [
     "announce_database",
     "command_group",
     "err_console",
+    "fail",
     "id_column",
     "settings_from",
+    "timestamp",
 ]
 
 DATABASE_UNAVAILABLE_EXIT = 4
 """Exit status of any command whose database is unreachable or refuses it (one line on stderr, no traceback)."""
 
 err_console = Console(stderr=True)
+
+
+def fail(message: str, status: int = 1) -> typer.Exit:
+    """Print ``error: <message>`` on stderr; returns the :class:`typer.Exit` (``status``) for the caller to raise."""
+    err_console.print(f"[red]error:[/red] {message}")
+    return typer.Exit(status)
+
 
 MARKUP_MODE = "markdown"
 """Help text is Markdown: `code` renders as code and ``[[agents]]`` stays as written (Rich markup would eat it)."""
@@ -88,8 +98,7 @@ def settings_from(config: Path | None, *, announce: bool = True, **groups: dict[
     try:
         settings = load_settings(config, **overrides)
     except SettingsError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        raise fail(str(exc), 2) from None
     if announce:
         announce_database(settings)
     return settings
@@ -109,3 +118,8 @@ def id_column(header: str = "id") -> Column:
     """A table column for ids (``key_…``, ``grt_…``, ``usr_…``): never wrapped or cut, so they can be
     copied into ``revoke``/``disable`` at any terminal width; the other columns give way."""
     return Column(header, no_wrap=True, min_width=20, overflow="ignore")
+
+
+def timestamp(at: datetime | None) -> str:
+    """``at`` to the second for a table cell (``2026-08-22T10:00:00+00:00``), ``-`` for None."""
+    return at.isoformat(timespec="seconds") if at is not None else "-"

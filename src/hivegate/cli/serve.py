@@ -23,6 +23,7 @@ from hivegate.cli.options import (
     ConfigOption,
     DatabaseOption,
     err_console,
+    fail,
     settings_from,
 )
 from hivegate.settings import Settings
@@ -73,10 +74,7 @@ def serve(
     try:
         sock = _bind(settings.server.host, settings.server.port)
     except OSError as exc:
-        err_console.print(
-            f"[red]error:[/red] cannot listen on {settings.server.host}:{settings.server.port}: {exc.strerror}"
-        )
-        raise typer.Exit(3) from None
+        raise fail(f"cannot listen on {settings.server.host}:{settings.server.port}: {exc.strerror}", 3) from None
     if settings.server.public_url is None:
         # The issuer and resource URLs must name the port actually bound (port 0 picks one).
         settings = settings.model_copy(
@@ -126,12 +124,12 @@ def _refuse_default_secrets(settings: Settings, dev: bool) -> list[str]:
     defaults = settings.default_secrets()
     if defaults and not dev:
         names = ", ".join(f"{name} (env HIVEGATE_{name.replace('.', '__').upper()})" for name in defaults)
-        err_console.print(
-            f"[red]error:[/red] {names} still {'has' if len(defaults) == 1 else 'have'} the development default. "
+        raise fail(
+            f"{names} still {'has' if len(defaults) == 1 else 'have'} the development default. "
             "Set a random secret of at least "
-            "32 bytes (`openssl rand -hex 32`), or pass --dev for local development."
+            "32 bytes (`openssl rand -hex 32`), or pass --dev for local development.",
+            2,
         )
-        raise typer.Exit(2)
     return defaults
 
 
@@ -142,8 +140,7 @@ def _agent_dirs(settings: Settings) -> list[str]:
     try:
         return [spec.base_dir for spec in load_agents_file(settings.config_file) if spec.base_dir]
     except AgentsFileError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        raise fail(str(exc), 2) from None
 
 
 def _shown(sock: socket.socket) -> str:

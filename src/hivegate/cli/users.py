@@ -8,24 +8,21 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
 
-import anyio
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.passwords import hash_password
-from hivegate.cli.options import (
-    FLAG,
-    Command,
-    ConfigOption,
-    DatabaseOption,
-    command_group,
-    err_console,
-    id_column,
-    settings_from,
+from hivegate.cli.options import FLAG, Command, ConfigOption, DatabaseOption, command_group, fail, id_column, timestamp
+from hivegate.cli.stores import run_on_store
+from hivegate.storage.credentials import (
+    CredentialStore,
+    User,
+    UsernameTakenError,
+    create_credential_store,
+    validate_username,
 )
-from hivegate.storage.credentials import CredentialStore, UsernameTakenError, create_credential_store, validate_username
 
 __all__ = ["run_with_credentials", "users_app"]
 
@@ -33,33 +30,44 @@ users_app = command_group("Manage local user accounts.")
 console = Console()
 T = TypeVar("T")
 
+UsernameArgument = Annotated[str, typer.Argument(metavar="USERNAME", help="The user's username (any case).")]
+PasswordStdinOption = Annotated[
+    bool, typer.Option("--password-stdin", metavar=FLAG, help="Read the password from stdin.")
+]
+
 
 def run_with_credentials(
     config: Path | None, database_url: str | None, action: Callable[[CredentialStore], Awaitable[T]]
 ) -> T:
     """Run ``action`` on the credential store named by the settings (migrated first), then close it."""
-    settings = settings_from(config, database={"url": database_url} if database_url else {})
-
-    async def main() -> T:
-        store = await create_credential_store(settings.database.url, settings.database.limits())
-        try:
-            return await action(store)
-        finally:
-            await store.close()
-
-    return anyio.run(main)
+    return run_on_store(config, database_url, create_credential_store, action)
 
 
-def _fail(message: str, status: int = 1) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {message}")
-    return typer.Exit(status)
+def _password_hash(from_stdin: bool) -> str:
+    """The hash of a password read from stdin (one line) or prompted for twice, hidden.
 
-
-def _read_password(from_stdin: bool) -> str:
+    Raises:
+        typer.Exit: the password is empty (status 2).
+    """
     if from_stdin:
-        return sys.stdin.readline().rstrip("\r\n")
-    password: str = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
-    return password
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+    if not password:
+        raise fail("the password is empty", 2)
+    return hash_password(password)
+
+
+def _found(user: User | None, username: str) -> User:
+    if user is None:
+        raise fail(f"no user {username!r}")
+    return user
+
+
+def _set_disabled(config: Path | None, database_url: str | None, username: str, disabled: bool) -> User:
+    return _found(
+        run_with_credentials(config, database_url, lambda store: store.set_user_disabled(username, disabled)), username
+    )
 
 
 @users_app.command("create", cls=Command)
@@ -67,9 +75,7 @@ def create(
     username: Annotated[
         str, typer.Argument(metavar="USERNAME", help="1-64 of `A-Z a-z 0-9 _ . -` (unique ignoring case).")
     ],
-    password_stdin: Annotated[
-        bool, typer.Option("--password-stdin", metavar=FLAG, help="Read the password from stdin.")
-    ] = False,
+    password_stdin: PasswordStdinOption = False,
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
@@ -77,15 +83,12 @@ def create(
     try:
         validate_username(username)
     except ValueError as exc:
-        raise _fail(str(exc), 2) from None
-    password = _read_password(password_stdin)
-    if not password:
-        raise _fail("the password is empty", 2)
-    password_hash = hash_password(password)
+        raise fail(str(exc), 2) from None
+    password_hash = _password_hash(password_stdin)
     try:
         user = run_with_credentials(config, database_url, lambda store: store.create_user(username, password_hash))
     except UsernameTakenError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     console.print(f"created user {user.username} ({user.id})")
 
 
@@ -96,53 +99,45 @@ def list_users(config: ConfigOption = None, database_url: DatabaseOption = None)
     table = Table(id_column(), "username", "status", "created")
     for user in users:
         status = "disabled" if user.disabled else "active"
-        table.add_row(user.id, user.username, status, user.created_at.isoformat(timespec="seconds"))
+        table.add_row(user.id, user.username, status, timestamp(user.created_at))
     console.print(table)
 
 
 @users_app.command("disable", cls=Command)
 def disable(
-    username: Annotated[str, typer.Argument(metavar="USERNAME", help="The user's username (any case).")],
+    username: UsernameArgument,
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
     """Disable a user: their keys and logins stop working."""
-    user = run_with_credentials(config, database_url, lambda store: store.set_user_disabled(username, True))
-    if user is None:
-        raise _fail(f"no user {username!r}")
+    user = _set_disabled(config, database_url, username, True)
     console.print(f"disabled {user.username}")
 
 
 @users_app.command("enable", cls=Command)
 def enable(
-    username: Annotated[str, typer.Argument(metavar="USERNAME", help="The user's username (any case).")],
+    username: UsernameArgument,
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
     """Re-enable a disabled user: their keys, grants and sign-in work again."""
-    user = run_with_credentials(config, database_url, lambda store: store.set_user_disabled(username, False))
-    if user is None:
-        raise _fail(f"no user {username!r}")
+    user = _set_disabled(config, database_url, username, False)
     console.print(f"enabled {user.username}")
 
 
 @users_app.command("set-password", cls=Command)
 def set_password(
-    username: Annotated[str, typer.Argument(metavar="USERNAME", help="The user's username (any case).")],
-    password_stdin: Annotated[
-        bool, typer.Option("--password-stdin", metavar=FLAG, help="Read the password from stdin.")
-    ] = False,
+    username: UsernameArgument,
+    password_stdin: PasswordStdinOption = False,
     config: ConfigOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
     """Set a user's password (prompts twice, hidden, unless --password-stdin). Keys and grants are kept."""
-    password = _read_password(password_stdin)
-    if not password:
-        raise _fail("the password is empty", 2)
-    password_hash = hash_password(password)
-    user = run_with_credentials(config, database_url, lambda store: store.set_password_hash(username, password_hash))
-    if user is None:
-        raise _fail(f"no user {username!r}")
+    password_hash = _password_hash(password_stdin)
+    user = _found(
+        run_with_credentials(config, database_url, lambda store: store.set_password_hash(username, password_hash)),
+        username,
+    )
     console.print(f"password set for {user.username}")
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from hivegate.agents.model import AgentSpec, PythonBackendSpec
 from hivegate.backends.python import SdkServerBackend
-from hivegate.errors import AgentUnavailableError
+from hivegate.errors import AgentServiceUnavailableError
 from hivegate.mcp.host import AgentHost
 
 __all__ = ["GrantCoverage", "agent_coverage", "spec_coverage"]
@@ -61,7 +61,7 @@ async def agent_coverage(host: AgentHost, spec: AgentSpec) -> GrantCoverage | No
     """
     try:
         runtime = await host.runtime(spec.id)
-    except AgentUnavailableError:
+    except AgentServiceUnavailableError:
         return None
     if runtime is None:
         return None

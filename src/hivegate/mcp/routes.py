@@ -214,7 +214,7 @@ class McpEndpoint:
 
         Raises:
             AgentNotFoundError: the agent was deleted since the gate looked (404).
-            AgentUnavailableError: its backend cannot be started (503).
+            AgentServiceUnavailableError: its backend cannot be started (503).
         """
         runtime = await self._host.runtime(agent_id)
         if runtime is None:

@@ -290,18 +290,12 @@ class ClientMetadataResolver:
                 raise ClientMetadataError("TLS connection to the client_id host failed") from None
             logger.info("client metadata host %s (%s): connect failed: %r", target.host, address, exc)
             raise _ConnectFailedError from None
-        except httpx.TimeoutException:
-            raise TimeoutError from None
         except httpx.HTTPError as exc:
-            logger.info("client metadata host %s (%s): %r", target.host, address, exc)
-            raise ClientMetadataError("could not fetch the client metadata document") from None
+            raise _fetch_failure(exc, f"client metadata host {target.host} ({address})") from None
         try:
             return await self._read(response), self._ttl(response.headers)
-        except httpx.TimeoutException:
-            raise TimeoutError from None
         except httpx.HTTPError as exc:
-            logger.info("client metadata host %s (%s): reading failed: %r", target.host, address, exc)
-            raise ClientMetadataError("could not fetch the client metadata document") from None
+            raise _fetch_failure(exc, f"client metadata host {target.host} ({address}): reading failed") from None
         finally:
             await response.aclose()
 
@@ -419,6 +413,15 @@ def _ssl_context(verify: ssl.SSLContext | str | bool) -> ssl.SSLContext | bool:
 def _default_ssl_context() -> ssl.SSLContext:
     """httpx's default (certifi) trust, built once: loading the bundle costs a noticeable fraction of a second."""
     return httpx.create_ssl_context(trust_env=False)
+
+
+def _fetch_failure(exc: httpx.HTTPError, where: str) -> Exception:
+    """What a failed fetch or read of a metadata document raises: ``TimeoutError`` for a timeout (the
+    caller's deadline handling), else a :class:`ClientMetadataError` (the cause goes to the log only)."""
+    if isinstance(exc, httpx.TimeoutException):
+        return TimeoutError()
+    logger.info("%s: %r", where, exc)
+    return ClientMetadataError("could not fetch the client metadata document")
 
 
 def _caused_by_tls(exc: BaseException) -> bool:

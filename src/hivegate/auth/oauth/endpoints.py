@@ -6,10 +6,11 @@ router's own 404/405; never a bare text answer or a 500.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from mcp.server.transport_security import RequestBodyLimitMiddleware
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.middleware.cors import CORSMiddleware
@@ -21,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from hivegate.auth.oauth.rendering import oauth_error_response
 from hivegate.errors import GatewayError, PayloadTooLargeError
 
-__all__ = ["ErrorPage", "OAuthPlaneErrors", "endpoint", "invalid_form"]
+__all__ = ["ErrorPage", "OAuthPlaneErrors", "endpoint", "form_field", "invalid_form", "oauth_error"]
 
 
 class OAuthPlaneErrors:
@@ -48,12 +49,12 @@ class OAuthPlaneErrors:
         if replaced:
             start = replaced[0]
             allow = {n.lower(): v for n, v in start.get("headers", ())}.get(b"allow")
+            headers = {"Allow": allow.decode("latin-1")} if allow else {}
             if start["status"] == 405:
-                body = {"error": "invalid_request", "error_description": f"{scope['method']} is not allowed here"}
+                answer = oauth_error("invalid_request", f"{scope['method']} is not allowed here", 405, headers)
             else:
-                body = {"error": "not_found", "error_description": "No such endpoint"}
-            headers = {"Cache-Control": "no-store", **({"Allow": allow.decode("latin-1")} if allow else {})}
-            await JSONResponse(body, status_code=start["status"], headers=headers)(scope, receive, send)
+                answer = oauth_error("not_found", "No such endpoint", 404, headers)
+            await answer(scope, receive, send)
 
 
 def _cors(app: ASGIApp, methods: list[str]) -> ASGIApp:
@@ -151,9 +152,23 @@ def _form_errors_are_400(handler: Callable[[Request], Awaitable[Response]]) -> C
     return guarded
 
 
-def invalid_form(description: str) -> Response:
+def oauth_error(
+    error: str, description: str, status_code: int = 400, headers: Mapping[str, str] | None = None
+) -> Response:
+    """``{"error", "error_description"}`` (RFC 6749 §5.2) with ``Cache-Control: no-store`` and ``headers``."""
     return JSONResponse(
-        {"error": "invalid_request", "error_description": description},
-        status_code=400,
-        headers={"Cache-Control": "no-store"},
+        {"error": error, "error_description": description},
+        status_code=status_code,
+        headers={"Cache-Control": "no-store", **(headers or {})},
     )
+
+
+def invalid_form(description: str) -> Response:
+    """400 ``invalid_request``: the form cannot be read or misses what the endpoint needs."""
+    return oauth_error("invalid_request", description)
+
+
+def form_field(form: FormData, name: str) -> str:
+    """The form's ``name`` value as text; ``""`` when it is missing or a file."""
+    value = form.get(name)
+    return value if isinstance(value, str) else ""

@@ -32,10 +32,10 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 from starlette.requests import Request
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, RedirectResponse
 from starlette.templating import Jinja2Templates
 
-__all__ = ["PAGE_HEADERS", "AgentChoice", "ClientView", "CsrfTokens", "Pages", "duration_text"]
+__all__ = ["PAGE_HEADERS", "AgentChoice", "ClientView", "CsrfTokens", "Pages", "duration_text", "page_redirect"]
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 
@@ -213,3 +213,30 @@ class Pages:
     def error(self, request: Request, *, title: str, message: str, status_code: int) -> HTMLResponse:
         """A page saying what went wrong (no form, no link back to the client)."""
         return self._render(request, "error.html", status_code, {"title": title, "message": message})
+
+    def expired(self, request: Request) -> HTMLResponse:
+        """400: the authorization request is unknown, expired or already used."""
+        return self.error(
+            request,
+            title="Sign-in link expired",
+            message="This authorization request is unknown, expired or already used. "
+            "Start again from your application.",
+            status_code=400,
+        )
+
+    def refused(self, request: Request) -> HTMLResponse:
+        """403: a form that was not submitted from the page this server showed (CSRF), or a lost sign-in."""
+        return self.error(
+            request,
+            title="Request refused",
+            message="This form was not submitted from the page this server showed you (or your session expired). "
+            "Nothing was granted. Start again from your application.",
+            status_code=403,
+        )
+
+
+def page_redirect(location: str) -> RedirectResponse:
+    """303 to ``location`` with :data:`PAGE_HEADERS` (a form's answer: the browser GETs the next page)."""
+    response = RedirectResponse(location, status_code=303)
+    response.headers.update(PAGE_HEADERS)
+    return response

@@ -13,7 +13,7 @@ fixed label. Only digests are stored, yet a retry of ``T`` within
 ``security.refresh_reuse_grace_seconds`` can be answered with the very successor already issued
 (docs/auth.md, "Refresh-token rotation"). Without the key nobody can compute a successor, so
 rotation still means a stolen token is good for one exchange at most.
-The HTTP side (routes, pages, metadata) is :mod:`hivegate.auth.oauth.server`.
+The HTTP side (routes, pages, metadata) is :mod:`hivegate.auth.oauth.server` and the modules it builds.
 """
 
 from __future__ import annotations
