@@ -40,7 +40,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from hivegate.auth.oauth.redirects import compile_redirect_pattern
-from hivegate.storage.engine import DatabaseLimits
+from hivegate.storage.sql.engine import DatabaseLimits
 
 __all__ = [
     "DEFAULT_SECRET",

@@ -24,9 +24,9 @@ from hivegate.storage import (
     SqlAgentStore,
     create_agent_store,
 )
-from hivegate.storage.migrate import alembic_config, upgrade
-from hivegate.storage.sql import create_sql_engine
-from hivegate.storage.tables import metadata
+from hivegate.storage.sql.migrate import alembic_config, upgrade
+from hivegate.storage.sql.agents import create_sql_engine
+from hivegate.storage.sql.tables import metadata
 
 CONCURRENT_APPLIES = 10
 WAIT_SECONDS = 30

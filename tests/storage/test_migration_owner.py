@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from hivegate.storage import create_agent_store
-from hivegate.storage.migrate import upgrade
+from hivegate.storage.sql.migrate import upgrade
 
 
 async def test_ownerless_specs_get_the_placeholder_owner(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 from alembic import command
 
 from hivegate.auth.api_keys import key_digest
-from hivegate.storage.migrate import alembic_config
+from hivegate.storage.sql.migrate import alembic_config
 from hivegate.storage.oauth import (
     AuthorizationCodeRecord,
     AuthorizationRequestRecord,
@@ -26,8 +26,8 @@ from hivegate.storage.oauth import (
     RefreshTokenRecord,
     create_oauth_store,
 )
-from hivegate.storage.oauth_memory import MemoryOAuthStore
-from hivegate.storage.oauth_sql import SqlOAuthStore
+from hivegate.storage.memory.oauth import MemoryOAuthStore
+from hivegate.storage.sql.oauth import SqlOAuthStore
 from tests.storage.cleanup import clean_database
 from tests.storage.conftest import ALL_BACKENDS, SQL_BACKENDS
 

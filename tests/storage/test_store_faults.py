@@ -27,10 +27,10 @@ from hivegate.errors import StoreUnavailableError
 from hivegate.settings import load_settings
 from hivegate.storage import DatabaseLimits, create_agent_store
 from hivegate.storage.credentials import CredentialStore, create_credential_store
-from hivegate.storage.credentials_sql import SqlCredentialStore
-from hivegate.storage.engine import SqlStore
-from hivegate.storage.oauth_sql import SqlOAuthStore
-from hivegate.storage.sql import SqlAgentStore
+from hivegate.storage.sql.credentials import SqlCredentialStore
+from hivegate.storage.sql.engine import SqlStore
+from hivegate.storage.sql.oauth import SqlOAuthStore
+from hivegate.storage.sql.agents import SqlAgentStore
 from tests.storage.cleanup import clean_database
 from tests.tcp_proxy import TcpProxy, running_proxy
 

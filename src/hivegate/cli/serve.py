@@ -160,7 +160,7 @@ async def _check_database(settings: Settings) -> None:
         StoreUnavailableError: it is unreachable, does not answer in time, or refuses the migration.
     """
     if settings.database.url != MEMORY_URL:
-        from hivegate.storage.migrate import upgrade
+        from hivegate.storage.sql.migrate import upgrade
 
         await upgrade(settings.database.url, limits=settings.database.limits())
 

@@ -1,9 +1,9 @@
 """OAuth persistence: the ``OAuthStore`` protocol for clients, pending authorization requests, codes, grants
 and refresh tokens, with its records.
 
-Implementations live beside this module: ``oauth_memory.py`` (``MemoryOAuthStore``) and
-``oauth_sql.py`` (``SqlOAuthStore``, in the same database as the agent registry, migration
-``0003_oauth``). One contract suite (``tests/storage/test_oauth_store_contract.py``) runs over both.
+Implementations: :class:`hivegate.storage.memory.oauth.MemoryOAuthStore` and
+:class:`hivegate.storage.sql.oauth.SqlOAuthStore` (in the same database as the agent registry,
+migration ``0003_oauth``); this module imports neither. One contract suite (``tests/storage/test_oauth_store_contract.py``) runs over both.
 
 Secrets are never stored in plaintext: authorization codes and refresh tokens are kept by
 their SHA-256 hex digest (:func:`hivegate.auth.api_keys.key_digest` works for any string).
@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from hivegate.storage.engine import DEFAULT_LIMITS, DatabaseLimits
-
 __all__ = [
     "AuthorizationCodeRecord",
     "AuthorizationRequestRecord",
@@ -31,7 +29,6 @@ __all__ = [
     "OAuthClientRecord",
     "OAuthStore",
     "RefreshTokenRecord",
-    "create_oauth_store",
 ]
 
 
@@ -241,25 +238,3 @@ class OAuthStore(Protocol):
     async def ping(self) -> None:
         """Raise if the store cannot be reached."""
         ...
-
-    async def close(self) -> None:
-        """Release connections. Idempotent."""
-        ...
-
-
-async def create_oauth_store(url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> OAuthStore:
-    """The OAuth store for ``url`` (``memory://`` or a database URL, migrated first); the caller closes it.
-
-    ``limits`` are the database time limits (connect, statement, pool).
-
-    Raises:
-        StoreUnavailableError: when the database is unreachable or refuses the migration.
-    """
-    from hivegate.storage.migrate import upgrade
-    from hivegate.storage.oauth_memory import MemoryOAuthStore
-    from hivegate.storage.oauth_sql import SqlOAuthStore
-
-    if url == "memory://":
-        return MemoryOAuthStore()
-    await upgrade(url, limits=limits)
-    return SqlOAuthStore(url, limits)

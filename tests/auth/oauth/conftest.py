@@ -45,8 +45,8 @@ from hivegate.auth.oauth.server import AuthorizationServer
 from hivegate.auth.passwords import hash_password
 from hivegate.auth.tokens import InvalidAccessToken, TokenCodec
 from hivegate.settings import SecuritySettings, Settings
-from hivegate.storage.credentials_memory import MemoryCredentialStore
-from hivegate.storage.memory import MemoryAgentStore
+from hivegate.storage.memory.credentials import MemoryCredentialStore
+from hivegate.storage.memory.agents import MemoryAgentStore
 from hivegate.storage.oauth import OAuthStore, create_oauth_store
 
 SIGNING_KEY = "test-signing-key-" + "k" * 32

@@ -1,7 +1,7 @@
 """``SqlOAuthStore``: OAuth clients, requests, codes, grants and refresh tokens in SQLite or PostgreSQL.
 
 The schema is created by the Alembic migrations (``0003_oauth``);
-``hivegate.storage.oauth.create_oauth_store`` runs them first.
+:func:`hivegate.storage.open_storage` runs them first.
 
 Everything single-use is decided by one conditional statement, so it holds across replicas
 sharing the database: ``take_request`` is ``DELETE ... RETURNING`` (SQLite ≥ 3.35, PostgreSQL);
@@ -17,8 +17,6 @@ one at a time.
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +24,7 @@ from sqlalchemy import Row, Table, delete, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from hivegate.storage.engine import DEFAULT_LIMITS, WRITE_TRANSACTION_OPTION, DatabaseLimits, SqlStore
+from hivegate.storage.sql.engine import SqlStore
 from hivegate.storage.oauth import (
     AuthorizationCodeRecord,
     AuthorizationRequestRecord,
@@ -35,7 +33,7 @@ from hivegate.storage.oauth import (
     OAuthStore,
     RefreshTokenRecord,
 )
-from hivegate.storage.oauth_tables import (
+from hivegate.storage.sql.oauth_tables import (
     oauth_clients,
     oauth_codes,
     oauth_grants,
@@ -100,17 +98,11 @@ _TOKEN_COLUMNS = (
 class SqlOAuthStore(SqlStore, OAuthStore):
     """An :class:`OAuthStore` in a SQL database; the schema must already be migrated.
 
-    Args:
-        url: a database URL, as for :func:`hivegate.storage.engine.create_sql_engine`.
-        limits: connect, statement and pool timeouts (:class:`~hivegate.storage.engine.DatabaseLimits`).
-
-    Every method raises :class:`~hivegate.errors.StoreUnavailableError` when the database fails
-    or does not answer within ``limits`` (:class:`~hivegate.storage.engine.SqlStore`); a failed
+    Its :class:`~hivegate.storage.sql.engine.SqlDatabase` is shared with the other stores. Every
+    method raises :class:`~hivegate.errors.StoreUnavailableError` when the database fails or does
+    not answer within its limits (:class:`~hivegate.storage.sql.engine.SqlStore`); a failed
     write writes nothing. Saving a record whose key exists raises ``ValueError``.
     """
-
-    def __init__(self, url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> None:
-        super().__init__(url, limits)
 
     async def save_client(self, client: OAuthClientRecord) -> None:
         """See :meth:`OAuthStore.save_client`."""
@@ -291,21 +283,8 @@ class SqlOAuthStore(SqlStore, OAuthStore):
         return removed
 
     async def ping(self) -> None:
-        """See :meth:`OAuthStore.ping`."""
-        async with self._engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
-
-    async def close(self) -> None:
-        """See :meth:`OAuthStore.close`."""
-        await self._engine.dispose()
-
-    @asynccontextmanager
-    async def _write_transaction(self) -> AsyncGenerator[AsyncConnection]:
-        """A write transaction (SQLite: ``BEGIN IMMEDIATE``); commits on exit, rolls back on error."""
-        async with self._engine.connect() as conn:
-            await conn.execution_options(**{WRITE_TRANSACTION_OPTION: True})
-            async with conn.begin():
-                yield conn
+        """See :meth:`OAuthStore.ping`: ``SELECT 1``."""
+        await self._select_one()
 
     async def _insert(self, table: Table, values: dict[str, Any], duplicate: str) -> None:
         """Insert one row; ``ValueError(duplicate)`` when its primary key exists."""
@@ -315,9 +294,6 @@ class SqlOAuthStore(SqlStore, OAuthStore):
         except IntegrityError as exc:  # the primary key (the tables have no other constraint that can fail)
             raise ValueError(duplicate) from exc
 
-    async def _first(self, query: Any) -> Row[*tuple[Any, ...]] | None:
-        async with self._engine.connect() as conn:
-            return (await conn.execute(query)).first()
 
 
 def _require_aware(*values: datetime | None) -> None:

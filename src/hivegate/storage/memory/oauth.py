@@ -193,9 +193,6 @@ class MemoryOAuthStore(OAuthStore):
     async def ping(self) -> None:
         """See :meth:`OAuthStore.ping`; memory is always reachable."""
 
-    async def close(self) -> None:
-        """See :meth:`OAuthStore.close`; there is nothing to release."""
-
 
 def _require_aware(*values: datetime | None) -> None:
     """Raise ``ValueError`` for a naive datetime among ``values`` (None is allowed)."""
