@@ -32,8 +32,8 @@ from typing import Any
 from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.passwords import hash_password
 from hivegate.auth.tokens import TokenCodec
-from hivegate.storage.credentials import create_credential_store
-from hivegate.storage.oauth import GrantRecord, create_oauth_store
+from hivegate.storage import open_storage
+from hivegate.storage.oauth import GrantRecord
 
 AGENT = "echo"
 OWNER = "bench"
@@ -82,8 +82,9 @@ async def setup(out: Path, tree: Path) -> dict[str, Any]:
     write_config(out / "gate.toml", gated, gate_url)
     write_config(out / "none.toml", gated | {"auth": "none"}, none_url)
 
-    credentials = await create_credential_store(gate_url)
-    oauth = await create_oauth_store(gate_url)
+    storage = await open_storage(gate_url)
+    credentials = storage.credentials
+    oauth = storage.oauth
     try:
         user = await credentials.create_user(OWNER, hash_password(secrets.token_urlsafe(16)))
         key = mint_key(KeyKind.USER)
@@ -102,8 +103,7 @@ async def setup(out: Path, tree: Path) -> dict[str, Any]:
         )
         await oauth.create_grant(grant)
     finally:
-        await oauth.close()
-        await credentials.close()
+        await storage.close()
     return {
         "user_id": user.id,
         "key": key.plaintext,

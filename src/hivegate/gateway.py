@@ -105,7 +105,9 @@ class Gateway:
         host = AgentHost(registry, settings)
         base = settings.base_url()
         security = settings.security
-        codec = TokenCodec(base, security.token_signing_key.get_secret_value().encode(), security.access_token_ttl_seconds)
+        codec = TokenCodec(
+            base, security.token_signing_key.get_secret_value().encode(), security.access_token_ttl_seconds
+        )
         resolver = CredentialResolver(
             credentials=storage.credentials,
             oauth=storage.oauth,

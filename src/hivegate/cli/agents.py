@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
 
-import anyio
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -20,8 +19,8 @@ from rich.table import Table
 from hivegate.agents.loader import AgentsFileError, load_agents_file
 from hivegate.backends.check import check_python_backends
 from hivegate.cli.options import FLAG, Command, ConfigOption, DatabaseOption, command_group, err_console, settings_from
-from hivegate.storage import AgentStore, create_agent_store
-from hivegate.storage.credentials import create_credential_store
+from hivegate.cli.stores import run_with_storage
+from hivegate.storage import AgentStore, Storage
 
 __all__ = ["agents_app"]
 
@@ -33,14 +32,7 @@ T = TypeVar("T")
 def _run(config: Path | None, database_url: str | None, action: Callable[[AgentStore], Awaitable[T]]) -> T:
     settings = settings_from(config, database={"url": database_url} if database_url else {})
 
-    async def main() -> T:
-        store = await create_agent_store(settings.database.url, settings.database.limits())
-        try:
-            return await action(store)
-        finally:
-            await store.close()
-
-    return anyio.run(main)
+    return run_with_storage(settings, lambda storage: action(storage.agents))
 
 
 @agents_app.command("apply", cls=Command)
@@ -90,14 +82,11 @@ def _warn_unknown_owners(config: Path | None, database_url: str | None, owners: 
     """Say which owners have no user yet: nobody's credentials reach their agents until they exist."""
     settings = settings_from(config, announce=False, database={"url": database_url} if database_url else {})
 
-    async def missing() -> list[str]:
-        store = await create_credential_store(settings.database.url, settings.database.limits())
-        try:
-            return sorted([owner for owner in owners if await store.get_user_by_username(owner) is None])
-        finally:
-            await store.close()
+    async def missing(storage: Storage) -> list[str]:
+        store = storage.credentials
+        return sorted([owner for owner in owners if await store.get_user_by_username(owner) is None])
 
-    for owner in anyio.run(missing):
+    for owner in run_with_storage(settings, missing):
         err_console.print(
             f"[yellow]warning:[/yellow] owner {owner!r} is not a user yet; create it with "
             f'`hivegate users create {owner}` (until then only auth = "none" agents of {owner!r} answer)'

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated
 
-import anyio
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -20,8 +19,9 @@ from hivegate.cli.options import (
     id_column,
     settings_from,
 )
-from hivegate.storage.credentials import create_credential_store
-from hivegate.storage.oauth import GrantRecord, create_oauth_store
+from hivegate.cli.stores import run_with_storage
+from hivegate.storage import Storage
+from hivegate.storage.oauth import GrantRecord
 
 __all__ = ["grants_app"]
 
@@ -43,24 +43,18 @@ def list_grants(
     """List grants: client, agents, scopes, when granted and (with --all) revoked."""
     settings = settings_from(config, database={"url": database_url} if database_url else {})
 
-    async def action() -> tuple[list[GrantRecord], dict[str, str]]:
-        credentials = await create_credential_store(settings.database.url, settings.database.limits())
-        oauth = await create_oauth_store(settings.database.url, settings.database.limits())
-        try:
-            user_id: str | None = None
-            if user is not None:
-                found = await credentials.get_user_by_username(user)
-                if found is None:
-                    raise _CommandError(f"no user {user!r}")
-                user_id = found.id
-            names = {u.id: u.username for u in await credentials.list_users()}
-            return await oauth.list_grants(user_id), names
-        finally:
-            await oauth.close()
-            await credentials.close()
+    async def action(storage: Storage) -> tuple[list[GrantRecord], dict[str, str]]:
+        user_id: str | None = None
+        if user is not None:
+            found = await storage.credentials.get_user_by_username(user)
+            if found is None:
+                raise _CommandError(f"no user {user!r}")
+            user_id = found.id
+        names = {u.id: u.username for u in await storage.credentials.list_users()}
+        return await storage.oauth.list_grants(user_id), names
 
     try:
-        grants, usernames = anyio.run(action)
+        grants, usernames = run_with_storage(settings, action)
     except _CommandError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from None
@@ -90,15 +84,11 @@ def revoke(
     security.credential_cache_seconds (1 s)."""
     settings = settings_from(config, database={"url": database_url} if database_url else {})
 
-    async def action() -> tuple[GrantRecord | None, bool]:
-        oauth = await create_oauth_store(settings.database.url, settings.database.limits())
-        try:
-            before = await oauth.get_grant(grant_id)
-            return await oauth.revoke_grant(grant_id, datetime.now(UTC)), before is not None and not before.active
-        finally:
-            await oauth.close()
+    async def action(storage: Storage) -> tuple[GrantRecord | None, bool]:
+        before = await storage.oauth.get_grant(grant_id)
+        return await storage.oauth.revoke_grant(grant_id, datetime.now(UTC)), before is not None and not before.active
 
-    grant, already = anyio.run(action)
+    grant, already = run_with_storage(settings, action)
     if grant is None:
         err_console.print(f"[red]error:[/red] no grant {grant_id!r}")
         raise typer.Exit(1)

@@ -8,7 +8,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
 
-import anyio
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -25,7 +24,8 @@ from hivegate.cli.options import (
     id_column,
     settings_from,
 )
-from hivegate.storage.credentials import CredentialStore, UsernameTakenError, create_credential_store, validate_username
+from hivegate.cli.stores import run_with_storage
+from hivegate.storage.credentials import CredentialStore, UsernameTakenError, validate_username
 
 __all__ = ["run_with_credentials", "users_app"]
 
@@ -40,14 +40,7 @@ def run_with_credentials(
     """Run ``action`` on the credential store named by the settings (migrated first), then close it."""
     settings = settings_from(config, database={"url": database_url} if database_url else {})
 
-    async def main() -> T:
-        store = await create_credential_store(settings.database.url, settings.database.limits())
-        try:
-            return await action(store)
-        finally:
-            await store.close()
-
-    return anyio.run(main)
+    return run_with_storage(settings, lambda storage: action(storage.credentials))
 
 
 def _fail(message: str, status: int = 1) -> typer.Exit:

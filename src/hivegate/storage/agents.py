@@ -114,7 +114,6 @@ class AgentStore(Protocol):
         ...
 
 
-
 def encode_spec(spec: AgentSpec) -> str:
     """The canonical JSON text of ``spec``: ``model_dump(mode="json", by_alias=True)``, keys sorted, compact.
 

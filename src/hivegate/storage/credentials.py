@@ -38,6 +38,7 @@ MAX_ACTIVE_AGENT_KEYS = 3
 USERNAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 """A username: 1–64 of ASCII letters, digits, ``_``, ``.`` and ``-``; unique ignoring case."""
 
+
 class UsernameTakenError(ValueError):
     """A user with this username (compared ignoring case) already exists."""
 

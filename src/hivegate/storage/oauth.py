@@ -3,7 +3,8 @@ and refresh tokens, with its records.
 
 Implementations: :class:`hivegate.storage.memory.oauth.MemoryOAuthStore` and
 :class:`hivegate.storage.sql.oauth.SqlOAuthStore` (in the same database as the agent registry,
-migration ``0003_oauth``); this module imports neither. One contract suite (``tests/storage/test_oauth_store_contract.py``) runs over both.
+migration ``0003_oauth``); this module imports neither. One contract suite
+(``tests/storage/test_oauth_store_contract.py``) runs over both.
 
 Secrets are never stored in plaintext: authorization codes and refresh tokens are kept by
 their SHA-256 hex digest (:func:`hivegate.auth.api_keys.key_digest` works for any string).

@@ -19,7 +19,6 @@ from sqlalchemy import Row, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from hivegate.storage.sql.credential_tables import api_keys, users
 from hivegate.storage.credentials import (
     MAX_ACTIVE_AGENT_KEYS,
     ApiKey,
@@ -32,6 +31,7 @@ from hivegate.storage.credentials import (
     require_key_shape,
     validate_username,
 )
+from hivegate.storage.sql.credential_tables import api_keys, users
 from hivegate.storage.sql.engine import SqlStore
 
 __all__ = ["SqlCredentialStore"]

@@ -1,12 +1,13 @@
 """SQL engines for the stores: driver set-up, time limits, and the one translation of database failures.
 
 The SQL stores (``SqlAgentStore``, ``SqlCredentialStore``, ``SqlOAuthStore``) share one
-:class:`SqlDatabase` (one engine, one pool) and derive from :class:`SqlStore`, which wraps each public coroutine method of the store class so that a failure of
-the database raises one :class:`~hivegate.errors.StoreUnavailableError` (503 ``store_unavailable``
-on every wire plane): a refused or dropped connection, no answer within a time limit, an exhausted
-connection pool, SQLite's "database is locked", a read-only or full disk, any other driver error.
-``IntegrityError`` is left alone: the stores turn it into their own errors (a duplicate id, a taken
-username), and one that escapes is a bug, not an outage.
+:class:`SqlDatabase` (one engine, one pool) and derive from :class:`SqlStore`, which wraps each
+public coroutine method of the store class so that a failure of the database raises one
+:class:`~hivegate.errors.StoreUnavailableError` (503 ``store_unavailable`` on every wire plane):
+a refused or dropped connection, no answer within a time limit, an exhausted connection pool,
+SQLite's "database is locked", a read-only or full disk, any other driver error. ``IntegrityError``
+is left alone: the stores turn it into their own errors (a duplicate id, a taken username), and one
+that escapes is a bug, not an outage.
 
 Time limits (:class:`DatabaseLimits`, the ``database.*_timeout_seconds`` settings):
 

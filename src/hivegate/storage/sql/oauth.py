@@ -20,11 +20,10 @@ import builtins
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, Table, delete, insert, select, text, update
+from sqlalchemy import Row, Table, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from hivegate.storage.sql.engine import SqlStore
 from hivegate.storage.oauth import (
     AuthorizationCodeRecord,
     AuthorizationRequestRecord,
@@ -33,6 +32,7 @@ from hivegate.storage.oauth import (
     OAuthStore,
     RefreshTokenRecord,
 )
+from hivegate.storage.sql.engine import SqlStore
 from hivegate.storage.sql.oauth_tables import (
     oauth_clients,
     oauth_codes,
@@ -293,7 +293,6 @@ class SqlOAuthStore(SqlStore, OAuthStore):
                 await conn.execute(insert(table).values(values))
         except IntegrityError as exc:  # the primary key (the tables have no other constraint that can fail)
             raise ValueError(duplicate) from exc
-
 
 
 def _require_aware(*values: datetime | None) -> None:
