@@ -674,7 +674,8 @@ async def test_single_use_holds_across_store_instances(clean_oauth_url: str) -> 
         await stores[0].save_refresh_token(token_record(token_hash))
         replicas = itertools.cycle(stores)
 
-        ids = iter(f"grt_{n}" for n in range(RACERS))
+        # Not grt_1, the refresh token's grant: the losers revoke the winner's grant and its tokens.
+        ids = iter(f"grt_race_{n}" for n in range(RACERS))
         redeemed = await race(lambda: next(replicas).redeem_code(code.code_hash, grant_record(next(ids)), None, T0))
         assert redeemed.count(True) == 1
         grants = await stores[0].list_grants()

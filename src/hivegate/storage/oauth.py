@@ -19,7 +19,7 @@ it was exchanged for. Pending authorization requests are stored only once a user
 from __future__ import annotations
 
 import builtins
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -30,6 +30,7 @@ __all__ = [
     "OAuthClientRecord",
     "OAuthStore",
     "RefreshTokenRecord",
+    "require_aware",
 ]
 
 
@@ -239,3 +240,18 @@ class OAuthStore(Protocol):
     async def ping(self) -> None:
         """Raise if the store cannot be reached."""
         ...
+
+
+def require_aware(*values: object) -> None:
+    """Check that every datetime among ``values``, and among the fields of the records in ``values``, is aware.
+
+    None and other values are allowed. Both stores apply this rule to what they are given.
+
+    Raises:
+        ValueError: for a naive datetime.
+    """
+    for value in values:
+        if is_dataclass(value) and not isinstance(value, type):
+            require_aware(*(getattr(value, field.name) for field in fields(value)))
+        elif isinstance(value, datetime) and value.tzinfo is None:
+            raise ValueError("the OAuth store needs aware datetimes")

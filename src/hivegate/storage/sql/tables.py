@@ -16,15 +16,20 @@ them); change both together, never one alone. The spec rules both stores share
 
 from __future__ import annotations
 
+from dataclasses import fields
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import Column, DateTime, Dialect, Integer, MetaData, Table, Text, TypeDecorator
+from sqlalchemy.sql.elements import KeyedColumnElement
 
 __all__ = [
     "REGISTRY_STATE_ID",
     "UtcDateTime",
     "agents",
     "metadata",
+    "record_columns",
+    "record_values",
     "registry_state",
 ]
 
@@ -77,3 +82,18 @@ registry_state = Table(
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("revision", Integer, nullable=False),
 )
+
+
+def record_columns(table: Table, record: type[Any]) -> tuple[KeyedColumnElement[Any], ...]:
+    """The columns of ``table`` named like the fields of the dataclass ``record``, in field order,
+    so that ``record(*row)`` builds the record from a row selected with them.
+
+    Raises:
+        KeyError: when a field has no column of its name (the table no longer mirrors the record).
+    """
+    return tuple(table.c[field.name] for field in fields(record))
+
+
+def record_values(record: Any) -> dict[str, Any]:
+    """The dataclass ``record``'s fields as insert values for a table whose columns are named like them."""
+    return {field.name: getattr(record, field.name) for field in fields(record)}
