@@ -25,6 +25,7 @@ import secrets
 import shutil
 import sys
 import tomllib
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,31 @@ from typing import Any
 from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.passwords import hash_password
 from hivegate.auth.tokens import TokenCodec
-from hivegate.storage.credentials import create_credential_store
-from hivegate.storage.oauth import GrantRecord, create_oauth_store
+from hivegate.storage.oauth import GrantRecord
+
+
+async def _open_stores(url: str) -> tuple[Any, Any, Callable[[], Awaitable[None]]]:
+    """The credential and OAuth stores of the benched tree, and how to close them.
+
+    ``--baseline-tree`` may name a tree from before ``open_storage`` (issue 8): it had one factory per store.
+    """
+    try:
+        from hivegate.storage import open_storage
+    except ImportError:  # a tree from before issue 8
+        from hivegate.storage.credentials import create_credential_store  # type: ignore[attr-defined]
+        from hivegate.storage.oauth import create_oauth_store  # type: ignore[attr-defined]
+
+        credentials: Any = await create_credential_store(url)
+        oauth: Any = await create_oauth_store(url)
+
+        async def close() -> None:
+            await oauth.close()
+            await credentials.close()
+
+        return credentials, oauth, close
+    storage = await open_storage(url)
+    return storage.credentials, storage.oauth, storage.close
+
 
 AGENT = "echo"
 OWNER = "bench"
@@ -82,8 +106,7 @@ async def setup(out: Path, tree: Path) -> dict[str, Any]:
     write_config(out / "gate.toml", gated, gate_url)
     write_config(out / "none.toml", gated | {"auth": "none"}, none_url)
 
-    credentials = await create_credential_store(gate_url)
-    oauth = await create_oauth_store(gate_url)
+    credentials, oauth, close = await _open_stores(gate_url)
     try:
         user = await credentials.create_user(OWNER, hash_password(secrets.token_urlsafe(16)))
         key = mint_key(KeyKind.USER)
@@ -102,8 +125,7 @@ async def setup(out: Path, tree: Path) -> dict[str, Any]:
         )
         await oauth.create_grant(grant)
     finally:
-        await oauth.close()
-        await credentials.close()
+        await close()
     return {
         "user_id": user.id,
         "key": key.plaintext,

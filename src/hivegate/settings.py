@@ -5,7 +5,7 @@ environment variables, the TOML config file's ``[server]``, ``[database]``, ``[m
 ``[security]`` tables, then defaults. A config file may also hold ``[[agents]]`` tables; those
 are read by :mod:`hivegate.agents.loader`, not here.
 
-Settings are read once (:func:`load_settings`) and passed to ``create_app``; nothing else in
+Settings are read once (:func:`load_settings`) and passed to ``Gateway.open``; nothing else in
 hivegate reads the environment.
 
 A relative SQLite path written in the config file (``[database].url``) is resolved against that
@@ -40,7 +40,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from hivegate.auth.oauth.redirects import compile_redirect_pattern
-from hivegate.storage.engine import DatabaseLimits
+from hivegate.storage.sql.engine import DatabaseLimits
 
 __all__ = [
     "DEFAULT_SECRET",

@@ -23,9 +23,9 @@ from hivegate.auth.resolver import CredentialResolver, presented_credential
 from hivegate.auth.tokens import InvalidAccessToken, TokenCodec
 from hivegate.errors import AuthenticationError
 from hivegate.storage.credentials import ApiKey
-from hivegate.storage.credentials_memory import MemoryCredentialStore
+from hivegate.storage.memory.credentials import MemoryCredentialStore
+from hivegate.storage.memory.oauth import MemoryOAuthStore
 from hivegate.storage.oauth import GrantRecord
-from hivegate.storage.oauth_memory import MemoryOAuthStore
 
 ISSUER = "http://127.0.0.1:8094"
 KEY = b"0123456789abcdef" * 4  # 64 bytes: long enough for the HS512 forgery attempt below

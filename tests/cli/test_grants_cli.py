@@ -12,8 +12,8 @@ from pathlib import Path
 import anyio
 
 from hivegate.auth.passwords import hash_password
-from hivegate.storage.credentials import create_credential_store
-from hivegate.storage.oauth import GrantRecord, create_oauth_store
+from hivegate.storage import open_storage
+from hivegate.storage.oauth import GrantRecord
 
 TIMEOUT_SECONDS = 60
 
@@ -32,8 +32,9 @@ def _cli(database_url: str, *args: str, expect: int = 0) -> subprocess.Completed
 
 
 async def _seed(database_url: str) -> None:
-    credentials = await create_credential_store(database_url)
-    oauth = await create_oauth_store(database_url)
+    storage = await open_storage(database_url)
+    credentials = storage.credentials
+    oauth = storage.oauth
     try:
         alice = await credentials.create_user("alice", hash_password("pw"))
         bob = await credentials.create_user("bob", hash_password("pw"))
@@ -54,16 +55,16 @@ async def _seed(database_url: str) -> None:
                 )
             )
     finally:
-        await oauth.close()
-        await credentials.close()
+        await storage.close()
 
 
 async def _grant(database_url: str, grant_id: str) -> GrantRecord | None:
-    oauth = await create_oauth_store(database_url)
+    storage = await open_storage(database_url)
+    oauth = storage.oauth
     try:
         return await oauth.get_grant(grant_id)
     finally:
-        await oauth.close()
+        await storage.close()
 
 
 def test_grants_list_and_revoke(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from httpx2 import EventSource, ServerSentEvent
 
 from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.passwords import hash_password
-from hivegate.storage.credentials import create_credential_store
+from hivegate.storage import open_storage
 from tests.gateway_process import ROOT
 
 __all__ = ["SERVER_PYTHONPATH", "Resumed", "SseSession", "open_session", "seed_principals"]
@@ -141,7 +141,8 @@ async def open_session(http: httpx2.AsyncClient, url: str, credential: dict[str,
 
 async def seed_principals(database_url: str, agent_id: str) -> dict[str, dict[str, str]]:
     """Users alice and bob, an ``oag_`` key each and alice's ``bak_`` key for ``agent_id``: their headers."""
-    credentials = await create_credential_store(database_url)
+    storage = await open_storage(database_url)
+    credentials = storage.credentials
     try:
         alice = await credentials.create_user("alice", hash_password("alice pw"))
         bob = await credentials.create_user("bob", hash_password("bob pw"))
@@ -159,4 +160,4 @@ async def seed_principals(database_url: str, agent_id: str) -> dict[str, dict[st
             "alice_bak": {"X-Agent-API-Key": await key(alice.id, agent_id)},
         }
     finally:
-        await credentials.close()
+        await storage.close()

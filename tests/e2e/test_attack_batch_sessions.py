@@ -23,7 +23,7 @@ import pytest
 
 from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.passwords import hash_password
-from hivegate.storage.credentials import create_credential_store
+from hivegate.storage import open_storage
 from tests.e2e.wire_gateway import WireWorld, wire_gateway
 
 VERSION = "2025-03-26"
@@ -47,7 +47,8 @@ async def _bob_key(world: WireWorld) -> str:
     """A second user's ``oag_`` key, written to the running server's database."""
     args = [str(arg) for arg in world.gateway.process.args]  # type: ignore[union-attr]  # a list: Popen([...])
     database_url = args[args.index("--database-url") + 1]
-    credentials = await create_credential_store(database_url)
+    storage = await open_storage(database_url)
+    credentials = storage.credentials
     try:
         bob = await credentials.create_user("bob", hash_password("bob pw"))
         minted = mint_key(KeyKind.USER)
@@ -56,7 +57,7 @@ async def _bob_key(world: WireWorld) -> str:
         )
         return minted.plaintext
     finally:
-        await credentials.close()
+        await storage.close()
 
 
 async def _session(http: httpx.AsyncClient, path: str, credential: dict[str, str]) -> dict[str, str]:

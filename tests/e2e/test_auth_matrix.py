@@ -30,8 +30,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.passwords import hash_password
 from hivegate.auth.tokens import TokenCodec
-from hivegate.storage.credentials import create_credential_store
-from hivegate.storage.oauth import GrantRecord, create_oauth_store
+from hivegate.storage import open_storage
+from hivegate.storage.oauth import GrantRecord
 from tests.conftest import POSTGRES_ENV, postgres_url
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
@@ -103,8 +103,9 @@ def _bearer(token: str) -> dict[str, str]:
 
 async def _seed(database_url: str, base: str) -> dict[str, dict[str, str]]:
     """Users alice, bob and carol (disabled); their keys; alice's grants; the tokens of the matrix."""
-    credentials = await create_credential_store(database_url)
-    oauth = await create_oauth_store(database_url)
+    storage = await open_storage(database_url)
+    credentials = storage.credentials
+    oauth = storage.oauth
     try:
         alice = await credentials.create_user("alice", hash_password("alice pw"))
         bob = await credentials.create_user("bob", hash_password("bob pw"))
@@ -178,8 +179,7 @@ async def _seed(database_url: str, base: str) -> dict[str, dict[str, str]]:
             "malformed": {"Authorization": "Basic YWxpY2U6cHc="},
         }
     finally:
-        await oauth.close()
-        await credentials.close()
+        await storage.close()
 
 
 async def _postgres_database(server: str, name: str, *, drop: bool) -> None:
@@ -356,8 +356,9 @@ def test_revocation_takes_effect_on_a_running_server(world: World) -> None:
     """
 
     async def scenario() -> None:
-        credentials = await create_credential_store(world.database_url)
-        oauth = await create_oauth_store(world.database_url)
+        storage = await open_storage(world.database_url)
+        credentials = storage.credentials
+        oauth = storage.oauth
         try:
             alice = await credentials.get_user_by_username("alice")
             assert alice is not None
@@ -398,8 +399,7 @@ def test_revocation_takes_effect_on_a_running_server(world: World) -> None:
                 refused = await client.post(url, content=json.dumps(LIST_TOOLS), headers=token_headers)
                 assert refused.status_code == 401
         finally:
-            await oauth.close()
-            await credentials.close()
+            await storage.close()
 
     anyio.run(scenario)
 

@@ -17,7 +17,7 @@ import pytest_asyncio
 
 import hivegate
 from hivegate.auth.passwords import hash_password
-from hivegate.storage.credentials import create_credential_store
+from hivegate.storage import open_storage
 from tests.auth.oauth.conftest import Browser, checkboxes, pkce, text_of
 from tests.browser import chromium_page
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
@@ -77,11 +77,12 @@ FOURTEEN_DAYS = str(14 * 86_400)
 
 
 async def _seed(database_url: str) -> None:
-    store = await create_credential_store(database_url)
+    storage = await open_storage(database_url)
+    store = storage.credentials
     try:
         await store.create_user("alice", hash_password("alice-password"))
     finally:
-        await store.close()
+        await storage.close()
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,7 @@ from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.oauth.pending import PendingRequests
 from hivegate.auth.passwords import hash_password
 from hivegate.auth.tokens import TokenCodec
-from hivegate.storage.credentials import create_credential_store
+from hivegate.storage import open_storage
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 from tests.tcp_proxy import TcpProxy, running_proxy
 
@@ -87,7 +87,8 @@ class Served:
 
 async def _seed(database_url: str) -> str:
     """User alice and her ``oag_`` key, written by the store itself; returns the key."""
-    store = await create_credential_store(database_url)
+    storage = await open_storage(database_url)
+    store = storage.credentials
     try:
         alice = await store.create_user("alice", hash_password("alice pw"))
         minted = mint_key(KeyKind.USER)
@@ -96,7 +97,7 @@ async def _seed(database_url: str) -> str:
         )
         return minted.plaintext
     finally:
-        await store.close()
+        await storage.close()
 
 
 def _config(folder: Path) -> Path:

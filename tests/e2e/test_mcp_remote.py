@@ -35,7 +35,7 @@ import pytest
 from playwright.sync_api import expect
 
 from hivegate.auth.passwords import hash_password
-from hivegate.storage.credentials import create_credential_store
+from hivegate.storage import open_storage
 from tests.browser import chromium_page, require_chromium
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
@@ -80,12 +80,13 @@ def _require_mcp_remote() -> None:
 
 
 async def _seed(database_url: str) -> None:
-    credentials = await create_credential_store(database_url)
+    storage = await open_storage(database_url)
+    credentials = storage.credentials
     try:
         await credentials.create_user("alice", hash_password(ALICE_PASSWORD))
         await credentials.create_user("bob", hash_password("bob's own password"))
     finally:
-        await credentials.close()
+        await storage.close()
 
 
 @pytest.fixture(scope="module")

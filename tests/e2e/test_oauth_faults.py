@@ -27,8 +27,7 @@ import httpx
 import pytest
 
 from hivegate.auth.passwords import hash_password
-from hivegate.storage.credentials import create_credential_store
-from hivegate.storage.oauth import OAuthStore, create_oauth_store
+from hivegate.storage import open_storage
 from tests.auth.oauth.conftest import Browser, pkce
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
@@ -54,11 +53,12 @@ INITIALIZE = {
 
 
 async def _seed(database_url: str) -> None:
-    credentials = await create_credential_store(database_url)
+    storage = await open_storage(database_url)
+    credentials = storage.credentials
     try:
         await credentials.create_user("alice", hash_password("alice-password"))
     finally:
-        await credentials.close()
+        await storage.close()
 
 
 @pytest.fixture
@@ -87,11 +87,12 @@ async def _first_tokens(browser: Browser) -> tuple[str, dict[str, Any]]:
 
 
 async def _grants(database_url: str) -> list[bool]:
-    store: OAuthStore = await create_oauth_store(database_url)
+    storage = await open_storage(database_url)
+    store = storage.oauth
     try:
         return [grant.active for grant in await store.list_grants()]
     finally:
-        await store.close()
+        await storage.close()
 
 
 class _Family:

@@ -44,8 +44,7 @@ from playwright.sync_api import Page, expect
 from pydantic import AnyUrl
 
 from hivegate.auth.passwords import hash_password
-from hivegate.storage.credentials import create_credential_store
-from hivegate.storage.oauth import create_oauth_store
+from hivegate.storage import open_storage
 from tests.auth.tls import DocServer, make_loopback_pki
 from tests.browser import chromium_page, require_chromium
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
@@ -134,12 +133,13 @@ class World:
 
 
 async def _seed(database_url: str) -> None:
-    credentials = await create_credential_store(database_url)
+    storage = await open_storage(database_url)
+    credentials = storage.credentials
     try:
         await credentials.create_user("alice", hash_password(ALICE_PASSWORD))
         await credentials.create_user("bob", hash_password(BOB_PASSWORD))
     finally:
-        await credentials.close()
+        await storage.close()
 
 
 @pytest.fixture(scope="module")
@@ -319,12 +319,13 @@ async def _run_flow(world: World, *, metadata_url: str | None) -> None:
         assert client_id == metadata_url
         assert "/clients/e2e.json" in [seen.path for seen in world.documents.seen]  # the AS fetched it
     assert asked["client_id"] == [client_id]
-    oauth_store = await create_oauth_store(world.database_url)
+    stores = await open_storage(world.database_url)
+    oauth_store = stores.oauth
     try:
         registered = await oauth_store.get_client(client_id)
         grants = [grant for grant in await oauth_store.list_grants() if grant.client_id == client_id]
     finally:
-        await oauth_store.close()
+        await stores.close()
     assert (registered is None) == (metadata_url is not None)  # a CIMD client is not stored as registered
     assert [grant.agents for grant in grants] == [("alpha",)]
 

@@ -24,7 +24,7 @@ import anyio
 
 from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.passwords import hash_password
-from hivegate.storage.credentials import create_credential_store
+from hivegate.storage import open_storage
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
 __all__ = ["WireWorld", "wire_gateway"]
@@ -78,7 +78,8 @@ class WireWorld:
 
 
 async def _seed(database_url: str) -> dict[str, str]:
-    credentials = await create_credential_store(database_url)
+    storage = await open_storage(database_url)
+    credentials = storage.credentials
     try:
         alice = await credentials.create_user("alice", hash_password("alice pw"))
 
@@ -91,7 +92,7 @@ async def _seed(database_url: str) -> dict[str, str]:
 
         return {"oag": await key(None), "bak": await key("keyed"), "bak_notes": await key("keyed-notes")}
     finally:
-        await credentials.close()
+        await storage.close()
 
 
 @contextmanager

@@ -11,7 +11,7 @@ from hivegate.agents.registry import AgentRegistry
 from hivegate.errors import AgentServiceUnavailableError
 from hivegate.mcp.host import RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS, AgentHost
 from hivegate.settings import load_settings
-from hivegate.storage.memory import MemoryAgentStore
+from hivegate.storage.memory.agents import MemoryAgentStore
 
 
 class FakeClock:

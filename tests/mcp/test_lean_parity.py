@@ -49,7 +49,7 @@ from hivegate.mcp.legacy_fastpath import LEGACY_FAST_METHODS, serve_legacy_fast
 from hivegate.mcp.runtime import AgentRuntime
 from hivegate.mcp.sdk_bridge import run_handler
 from hivegate.settings import load_settings
-from hivegate.storage.memory import MemoryAgentStore
+from hivegate.storage.memory.agents import MemoryAgentStore
 
 WAIT_SECONDS = 10
 

@@ -22,7 +22,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from hivegate.storage import AgentStore, SqlAgentStore, create_agent_store
+from hivegate.storage import AgentStore, open_storage
+from hivegate.storage.sql.agents import SqlAgentStore
 from tests.storage.cleanup import clean_database
 
 POSTGRES_URL_VARIABLE = "HIVEGATE_TEST_POSTGRES_URL"
@@ -74,7 +75,7 @@ def _url_for(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> st
 
 @pytest.fixture(params=ALL_BACKENDS)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A URL for ``create_agent_store``, one per backend."""
+    """A URL for ``open_storage``, one per backend."""
     return _url_for(request.param, tmp_path, request)
 
 
@@ -88,23 +89,25 @@ def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 async def store(store_url: str) -> AsyncGenerator[AgentStore]:
     """A fresh, empty store on each backend."""
     async with clean_database(store_url):
-        created = await create_agent_store(store_url)
+        storage = await open_storage(store_url)
+        created = storage.agents
         try:
             yield created
         finally:
-            await created.close()
+            await storage.close()
 
 
 @pytest.fixture
 async def sql_store(sql_url: str) -> AsyncGenerator[SqlAgentStore]:
     """A fresh, empty SQL store on each SQL backend."""
     async with clean_database(sql_url):
-        created = await create_agent_store(sql_url)
+        storage = await open_storage(sql_url)
+        created = storage.agents
         assert isinstance(created, SqlAgentStore)
         try:
             yield created
         finally:
-            await created.close()
+            await storage.close()
 
 
 @pytest.fixture

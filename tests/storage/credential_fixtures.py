@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hivegate.storage.credentials import CredentialStore, create_credential_store
+from hivegate.storage import open_storage
+from hivegate.storage.credentials import CredentialStore
 from tests.storage.cleanup import clean_database
 from tests.storage.conftest import ALL_BACKENDS
 
@@ -22,7 +23,7 @@ __all__ = ["credential_store", "credential_url"]
 
 @pytest.fixture(params=ALL_BACKENDS)
 def credential_backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A URL for ``create_credential_store`` on each backend.
+    """A URL for ``open_storage`` on each backend.
 
     Synchronous on purpose: the session's PostgreSQL database (an async, session-loop fixture)
     is set up here, outside any test's event loop (else running this module alone fails).
@@ -46,8 +47,9 @@ async def credential_url(credential_backend_url: str) -> AsyncGenerator[str]:
 @pytest.fixture
 async def credential_store(credential_url: str) -> AsyncGenerator[CredentialStore]:
     """A fresh, empty credential store on each backend."""
-    store = await create_credential_store(credential_url)
+    storage = await open_storage(credential_url)
+    store = storage.credentials
     try:
         yield store
     finally:
-        await store.close()
+        await storage.close()

@@ -16,17 +16,16 @@ from sqlalchemy import Connection, event
 
 import hivegate.storage
 from hivegate.agents.model import AgentSpec
-from hivegate.storage import (
-    AgentStore,
-    ApplyReport,
-    MemoryAgentStore,
-    RegistryChanges,
-    SqlAgentStore,
-    create_agent_store,
-)
-from hivegate.storage.migrate import alembic_config, upgrade
-from hivegate.storage.sql import create_sql_engine
-from hivegate.storage.tables import metadata
+from hivegate.storage import AgentStore, ApplyReport, RegistryChanges, open_storage
+from hivegate.storage.memory.agents import MemoryAgentStore
+from hivegate.storage.memory.credentials import MemoryCredentialStore
+from hivegate.storage.memory.oauth import MemoryOAuthStore
+from hivegate.storage.sql.agents import SqlAgentStore
+from hivegate.storage.sql.credentials import SqlCredentialStore
+from hivegate.storage.sql.engine import create_sql_engine
+from hivegate.storage.sql.migrate import alembic_config, upgrade
+from hivegate.storage.sql.oauth import SqlOAuthStore
+from hivegate.storage.sql.tables import metadata
 
 CONCURRENT_APPLIES = 10
 WAIT_SECONDS = 30
@@ -275,9 +274,10 @@ async def test_concurrent_writes_to_one_id_are_serialized(store: AgentStore) -> 
     assert await store.revision() == CONCURRENT_APPLIES + 1
 
 
-async def test_close_is_idempotent(store: AgentStore) -> None:
-    await store.close()
-    await store.close()
+async def test_close_is_idempotent(store_url: str) -> None:
+    storage = await open_storage(store_url)
+    await storage.close()
+    await storage.close()
 
 
 # --- the SQL stores ------------------------------------------------------------------------
@@ -305,14 +305,15 @@ async def test_failure_mid_transaction_writes_nothing(sql_store: SqlAgentStore) 
 async def test_migrations_run_twice(clean_sql_url: str) -> None:
     await upgrade(clean_sql_url)
     await upgrade(clean_sql_url)
-    store = await create_agent_store(clean_sql_url)
+    storage = await open_storage(clean_sql_url)
+    store = storage.agents
     try:
         await store.apply([agent("a")])
         await upgrade(clean_sql_url)
         assert await store.revision() == 1
         assert [x.spec.id for x in await store.list()] == ["a"]
     finally:
-        await store.close()
+        await storage.close()
 
 
 async def test_tables_match_migrations(clean_sql_url: str) -> None:
@@ -339,12 +340,13 @@ def test_alembic_commands_from_code_with_a_url(tmp_path: Path) -> None:
 async def test_sqlite_file_in_missing_folder_is_created(tmp_path: Path) -> None:
     path = tmp_path / "not" / "yet" / "there" / "registry.db"
 
-    store = await create_agent_store(f"sqlite+aiosqlite:///{path}")
+    storage = await open_storage(f"sqlite+aiosqlite:///{path}")
+    store = storage.agents
     try:
         await store.ping()
         assert isinstance(store, SqlAgentStore)
     finally:
-        await store.close()
+        await storage.close()
 
     assert path.is_file()
 
@@ -354,20 +356,40 @@ def test_in_memory_sqlite_is_refused() -> None:
         create_sql_engine("sqlite+aiosqlite:///:memory:")
 
 
-async def test_memory_url_gives_memory_store() -> None:
-    assert isinstance(await create_agent_store("memory://"), MemoryAgentStore)
+async def test_memory_url_gives_memory_stores() -> None:
+    async with await open_storage("memory://") as storage:
+        assert isinstance(storage.agents, MemoryAgentStore)
+        assert isinstance(storage.credentials, MemoryCredentialStore)
+        assert isinstance(storage.oauth, MemoryOAuthStore)
+        assert storage.database == "memory://"
+
+
+async def test_a_database_url_gives_the_three_sql_stores_on_one_engine(clean_sql_url: str) -> None:
+    """Issue 8 item 6: one engine (one pool) for the three stores, migrated once."""
+    async with await open_storage(clean_sql_url) as storage:
+        assert isinstance(storage.agents, SqlAgentStore)
+        assert isinstance(storage.credentials, SqlCredentialStore)
+        assert isinstance(storage.oauth, SqlOAuthStore)
+        assert storage.agents.engine is storage.credentials.engine is storage.oauth.engine
+        await storage.ping()
+        await storage.agents.apply([agent("a")])
+        assert await storage.credentials.list_users() == []
+        assert await storage.oauth.list_grants() == []
 
 
 def test_public_surface() -> None:
     assert sorted(hivegate.storage.__all__) == sorted(
         [
+            "DEFAULT_LIMITS",
+            "MEMORY_URL",
             "AgentStore",
             "ApplyReport",
+            "CredentialStore",
             "DatabaseLimits",
-            "MemoryAgentStore",
+            "OAuthStore",
             "RegistryChanges",
-            "SqlAgentStore",
+            "Storage",
             "StoredAgent",
-            "create_agent_store",
+            "open_storage",
         ]
     )

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from hivegate.auth.api_keys import KeyKind, MintedKey, mint_key
+from hivegate.storage import open_storage
 from hivegate.storage.credentials import (
     MAX_ACTIVE_AGENT_KEYS,
     ApiKey,
@@ -15,7 +16,6 @@ from hivegate.storage.credentials import (
     UnknownUserError,
     User,
     UsernameTakenError,
-    create_credential_store,
 )
 from tests.storage.conftest import SQL_BACKENDS
 from tests.storage.credential_fixtures import credential_backend_url, credential_store, credential_url
@@ -226,15 +226,17 @@ async def test_agent_key_limit(credential_store: CredentialStore) -> None:
 
 @pytest.mark.parametrize("credential_backend_url", SQL_BACKENDS, indirect=True)
 async def test_sql_store_persists_across_instances(credential_url: str) -> None:
-    first = await create_credential_store(credential_url)
+    storage = await open_storage(credential_url)
+    first = storage.credentials
     try:
         alice = await first.create_user("alice", HASH)
         minted = await add_key(first, alice, agent_id="notes")
     finally:
-        await first.close()
-    second = await create_credential_store(credential_url)
+        await storage.close()
+    storage = await open_storage(credential_url)
+    second = storage.credentials
     try:
         assert await second.get_user_by_username("ALICE") == alice
         assert (await lookup(second, minted)).user_id == alice.id
     finally:
-        await second.close()
+        await storage.close()

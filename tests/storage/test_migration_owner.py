@@ -8,8 +8,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from hivegate.storage import create_agent_store
-from hivegate.storage.migrate import upgrade
+from hivegate.storage import open_storage
+from hivegate.storage.sql.migrate import upgrade
 
 
 async def test_ownerless_specs_get_the_placeholder_owner(tmp_path: Path) -> None:
@@ -28,12 +28,9 @@ async def test_ownerless_specs_get_the_placeholder_owner(tmp_path: Path) -> None
             )
     await engine.dispose()
 
-    store = await create_agent_store(url)  # migrates to head
-    try:
-        legacy = await store.get("legacy")
-        kept = await store.get("kept")
-    finally:
-        await store.close()
+    async with await open_storage(url) as storage:  # migrates to head
+        legacy = await storage.agents.get("legacy")
+        kept = await storage.agents.get("kept")
     assert legacy is not None
     assert legacy.spec.owner == "admin"
     assert legacy.spec.auth == "required"

@@ -16,7 +16,8 @@ import pytest
 from alembic import command
 
 from hivegate.auth.api_keys import key_digest
-from hivegate.storage.migrate import alembic_config
+from hivegate.storage import open_storage
+from hivegate.storage.memory.oauth import MemoryOAuthStore
 from hivegate.storage.oauth import (
     AuthorizationCodeRecord,
     AuthorizationRequestRecord,
@@ -24,10 +25,9 @@ from hivegate.storage.oauth import (
     OAuthClientRecord,
     OAuthStore,
     RefreshTokenRecord,
-    create_oauth_store,
 )
-from hivegate.storage.oauth_memory import MemoryOAuthStore
-from hivegate.storage.oauth_sql import SqlOAuthStore
+from hivegate.storage.sql.migrate import alembic_config
+from hivegate.storage.sql.oauth import SqlOAuthStore
 from tests.storage.cleanup import clean_database
 from tests.storage.conftest import ALL_BACKENDS, SQL_BACKENDS
 
@@ -68,11 +68,12 @@ async def clean_oauth_url(oauth_url: str) -> AsyncGenerator[str]:
 @pytest.fixture
 async def oauth_store(clean_oauth_url: str) -> AsyncGenerator[OAuthStore]:
     """A fresh, empty OAuth store on each backend."""
-    store = await create_oauth_store(clean_oauth_url)
+    storage = await open_storage(clean_oauth_url)
+    store = storage.oauth
     try:
         yield store
     finally:
-        await store.close()
+        await storage.close()
 
 
 def digest() -> str:
@@ -638,7 +639,8 @@ async def test_naive_datetimes_refused(oauth_store: OAuthStore) -> None:
 async def test_sql_store_persists_across_instances(clean_oauth_url: str) -> None:
     code = code_record(digest())
     token_hash = digest()
-    first = await create_oauth_store(clean_oauth_url)
+    storage = await open_storage(clean_oauth_url)
+    first = storage.oauth
     try:
         assert isinstance(first, SqlOAuthStore)
         await first.save_client(OAuthClientRecord("client-1", {"client_name": "C"}, T0))
@@ -647,8 +649,9 @@ async def test_sql_store_persists_across_instances(clean_oauth_url: str) -> None
         await first.create_grant(grant_record("grt_1"))
         await first.save_refresh_token(token_record(token_hash))
     finally:
-        await first.close()
-    second = await create_oauth_store(clean_oauth_url)
+        await storage.close()
+    storage = await open_storage(clean_oauth_url)
+    second = storage.oauth
     try:
         assert await second.get_client("client-1") == OAuthClientRecord("client-1", {"client_name": "C"}, T0)
         assert await second.get_request("req_1", T0) == request_record()
@@ -656,13 +659,14 @@ async def test_sql_store_persists_across_instances(clean_oauth_url: str) -> None
         assert await second.get_grant("grt_1") == grant_record("grt_1")
         assert await second.get_refresh_token(token_hash) == token_record(token_hash)
     finally:
-        await second.close()
+        await storage.close()
 
 
 @pytest.mark.parametrize("oauth_url", SQL_BACKENDS, indirect=True)
 async def test_single_use_holds_across_store_instances(clean_oauth_url: str) -> None:
     """Two stores on one database stand for two gateway replicas."""
-    stores = [await create_oauth_store(clean_oauth_url) for _ in range(2)]
+    replicas_storage = [await open_storage(clean_oauth_url) for _ in range(2)]
+    stores = [storage.oauth for storage in replicas_storage]
     try:
         code = code_record(digest())
         token_hash = digest()
@@ -670,7 +674,8 @@ async def test_single_use_holds_across_store_instances(clean_oauth_url: str) -> 
         await stores[0].save_refresh_token(token_record(token_hash))
         replicas = itertools.cycle(stores)
 
-        ids = iter(f"grt_{n}" for n in range(RACERS))
+        # Not grt_1, the refresh token's grant: the losers revoke the winner's grant and its tokens.
+        ids = iter(f"grt_race_{n}" for n in range(RACERS))
         redeemed = await race(lambda: next(replicas).redeem_code(code.code_hash, grant_record(next(ids)), None, T0))
         assert redeemed.count(True) == 1
         grants = await stores[0].list_grants()
@@ -680,15 +685,16 @@ async def test_single_use_holds_across_store_instances(clean_oauth_url: str) -> 
         assert rotated.count(True) == 1
         assert rotated.count(False) == RACERS - 1
     finally:
-        for store in stores:
-            await store.close()
+        for storage in replicas_storage:
+            await storage.close()
 
 
 async def test_memory_url_gives_memory_store() -> None:
-    store = await create_oauth_store("memory://")
+    storage = await open_storage("memory://")
+    store = storage.oauth
     assert isinstance(store, MemoryOAuthStore)
-    await store.close()
-    await store.close()  # idempotent
+    await storage.close()
+    await storage.close()  # idempotent
 
 
 def test_downgrade_drops_the_oauth_tables(tmp_path: Path) -> None:

@@ -25,12 +25,11 @@ from sqlalchemy.engine import make_url
 from hivegate.agents.model import AgentSpec
 from hivegate.errors import StoreUnavailableError
 from hivegate.settings import load_settings
-from hivegate.storage import DatabaseLimits, create_agent_store
-from hivegate.storage.credentials import CredentialStore, create_credential_store
-from hivegate.storage.credentials_sql import SqlCredentialStore
-from hivegate.storage.engine import SqlStore
-from hivegate.storage.oauth_sql import SqlOAuthStore
-from hivegate.storage.sql import SqlAgentStore
+from hivegate.storage import DatabaseLimits, open_storage
+from hivegate.storage.sql.agents import SqlAgentStore
+from hivegate.storage.sql.credentials import SqlCredentialStore
+from hivegate.storage.sql.engine import SqlDatabase, SqlStore
+from hivegate.storage.sql.oauth import SqlOAuthStore
 from tests.storage.cleanup import clean_database
 from tests.tcp_proxy import TcpProxy, running_proxy
 
@@ -74,13 +73,14 @@ def sqlite_url(tmp_path: Path) -> str:
 
 @pytest.fixture
 async def sqlite_store(sqlite_url: str) -> AsyncGenerator[SqlAgentStore]:
-    store = await create_agent_store(sqlite_url, LIMITS)
+    storage = await open_storage(sqlite_url, LIMITS)
+    store = storage.agents
     assert isinstance(store, SqlAgentStore)
     await store.apply([_agent("a")])
     try:
         yield store
     finally:
-        await store.close()
+        await storage.close()
 
 
 def _path(url: str) -> Path:
@@ -95,7 +95,8 @@ async def test_locked_sqlite_reads_and_writes_fail_within_the_statement_timeout(
     (An open WAL connection keeps a shared lock on the ``-shm`` file, so the lock can only be taken
     while the stores hold no connection: their pools are emptied first, as after a restart.)
     """
-    credentials = SqlCredentialStore(sqlite_url, LIMITS)  # migrated with the agent store: one database
+    database = SqlDatabase(sqlite_url, LIMITS)  # migrated with the agent store; a second pool, as another replica's
+    credentials = SqlCredentialStore(database)
     try:
         await sqlite_store.engine.dispose()
         with _sqlite_lock(_path(sqlite_url), "BEGIN EXCLUSIVE", exclusive_mode=True):
@@ -112,7 +113,7 @@ async def test_locked_sqlite_reads_and_writes_fail_within_the_statement_timeout(
         stored = await sqlite_store.get("a")  # the lock is gone: the same store serves again
         assert stored is not None
     finally:
-        await credentials.close()
+        await database.close()
 
 
 async def test_sqlite_refusing_writes_fails_ping_but_serves_reads(sqlite_url: str, sqlite_store: SqlAgentStore) -> None:
@@ -148,11 +149,13 @@ def _read_only(path: Path) -> Generator[None]:
 
 async def test_read_only_sqlite_file_refuses_writes_with_store_unavailable(sqlite_url: str) -> None:
     """Issue 7 item 5: a read-only database file: reads served, writes and the ping are 503 ``store_unavailable``."""
-    setup = await create_agent_store(sqlite_url, LIMITS)
+    storage = await open_storage(sqlite_url, LIMITS)
+    setup = storage.agents
     await setup.apply([_agent("a")])
-    await setup.close()
+    await storage.close()
     with _read_only(_path(sqlite_url)):
-        store = SqlAgentStore(sqlite_url, LIMITS)  # a new process's connections, opened on the read-only file
+        database = SqlDatabase(sqlite_url, LIMITS)  # a new process's connections, opened on the read-only file
+        store = SqlAgentStore(database)
         try:
             assert await store.get("a") is not None
             with pytest.raises(StoreUnavailableError, match="readonly"):
@@ -160,7 +163,7 @@ async def test_read_only_sqlite_file_refuses_writes_with_store_unavailable(sqlit
             with pytest.raises(StoreUnavailableError, match="readonly"):
                 await store.apply([_agent("b")])
         finally:
-            await store.close()
+            await database.close()
 
 
 async def test_exhausted_pool_is_store_unavailable_within_the_pool_timeout(sqlite_store: SqlAgentStore) -> None:
@@ -218,7 +221,8 @@ def _assert_names_database(error: StoreUnavailableError, proxy: TcpProxy) -> Non
 @pytest.mark.postgres
 async def test_postgres_refused_is_store_unavailable_at_once(proxied: str, proxy: TcpProxy) -> None:
     """Issue 7 item 5: PostgreSQL gone (connection refused): 503 ``store_unavailable`` without waiting."""
-    store = await create_agent_store(proxied, LIMITS)
+    storage = await open_storage(proxied, LIMITS)
+    store = storage.agents
     try:
         await store.apply([_agent("a")])
         proxy.refuse()
@@ -226,18 +230,19 @@ async def test_postgres_refused_is_store_unavailable_at_once(proxied: str, proxy
             await store.get("a")
         _assert_names_database(caught.value, proxy)
         with _bounded(MARGIN_SECONDS), pytest.raises(StoreUnavailableError):
-            await create_agent_store(proxied, LIMITS)  # start-up: the migration cannot connect
+            await open_storage(proxied, LIMITS)  # start-up: the migration cannot connect
         proxy.forward()
         assert await store.get("a") is not None  # recovers once the database is back
     finally:
-        await store.close()
+        await storage.close()
 
 
 @pytest.mark.postgres
 async def test_postgres_that_does_not_answer_fails_within_the_limits(proxied: str, proxy: TcpProxy) -> None:
     """Issue 7 item 5: PostgreSQL stops answering (accepts, never replies): bounded failure, not 85 s or never."""
-    store = await create_agent_store(proxied, LIMITS)
-    credentials: CredentialStore = await create_credential_store(proxied, LIMITS)
+    storage = await open_storage(proxied, LIMITS)
+    store = storage.agents
+    credentials = storage.credentials
     try:
         await store.apply([_agent("a")])
         await credentials.get_user("usr_x")  # a pooled connection exists on both stores
@@ -248,12 +253,11 @@ async def test_postgres_that_does_not_answer_fails_within_the_limits(proxied: st
                 await call
             _assert_names_database(caught.value, proxy)
         with _bounded(LIMITS.connect_timeout_seconds + MARGIN_SECONDS), pytest.raises(StoreUnavailableError):
-            await create_agent_store(proxied, LIMITS)  # start-up against a database that never answers
+            await open_storage(proxied, LIMITS)  # start-up against a database that never answers
         proxy.forward()
         assert await store.get("a") is not None
     finally:
-        await credentials.close()
-        await store.close()
+        await storage.close()
 
 
 @pytest.mark.parametrize("store_class", [SqlAgentStore, SqlCredentialStore, SqlOAuthStore])
@@ -266,7 +270,7 @@ def test_every_public_store_method_reports_database_failures(store_class: type[S
         if not name.startswith("_") and inspect.iscoroutinefunction(member)
     ]
     assert "ping" in methods
-    assert "close" in methods
+    assert len(methods) > 5  # the store's data methods (``close`` moved to ``Storage``: issue 8 item 6)
     for name in methods:
         assert getattr(vars(store_class)[name], "__wrapped__", None) is not None, name
 
@@ -290,7 +294,8 @@ async def test_full_disk_is_store_unavailable(tmp_path: Path) -> None:
     """Issue 7 item 5: "database or disk is full" on a write is 503 ``store_unavailable``; reads go on."""
     with _tiny_filesystem(tmp_path / "tiny") as folder:
         url = f"sqlite+aiosqlite:///{folder / 'full.db'}"
-        credentials = await create_credential_store(url, LIMITS)
+        storage = await open_storage(url, LIMITS)
+        credentials = storage.credentials
         try:
             user = await credentials.create_user("alice", "hash")
             with (folder / "filler").open("wb") as filler, contextlib.suppress(OSError):
@@ -301,4 +306,4 @@ async def test_full_disk_is_store_unavailable(tmp_path: Path) -> None:
                 await credentials.create_user("bob", "h" * 300_000)  # needs pages the disk no longer has
             assert await credentials.get_user(user.id) == user
         finally:
-            await credentials.close()
+            await storage.close()

@@ -16,7 +16,7 @@ import anyio
 
 from hivegate.agents.model import AgentSpec
 from hivegate.errors import StoreUnavailableError
-from hivegate.storage.base import AgentStore, ApplyReport
+from hivegate.storage.agents import AgentStore, ApplyReport
 
 __all__ = ["AgentChange", "AgentRegistry"]
 

@@ -19,9 +19,8 @@ from rich.table import Table
 from hivegate.agents.loader import AgentsFileError, load_agents_file
 from hivegate.backends.check import check_python_backends
 from hivegate.cli.options import FLAG, Command, ConfigOption, DatabaseOption, command_group, err_console, fail
-from hivegate.cli.stores import run_on_store
-from hivegate.storage import AgentStore, create_agent_store
-from hivegate.storage.credentials import CredentialStore, create_credential_store
+from hivegate.cli.stores import run_on_storage
+from hivegate.storage import AgentStore, CredentialStore
 
 __all__ = ["agents_app"]
 
@@ -31,7 +30,7 @@ T = TypeVar("T")
 
 
 def _run(config: Path | None, database_url: str | None, action: Callable[[AgentStore], Awaitable[T]]) -> T:
-    return run_on_store(config, database_url, create_agent_store, action)
+    return run_on_storage(config, database_url, lambda storage: action(storage.agents))
 
 
 @agents_app.command("apply", cls=Command)
@@ -82,7 +81,7 @@ def _warn_unknown_owners(config: Path | None, database_url: str | None, owners: 
     async def missing(store: CredentialStore) -> list[str]:
         return sorted([owner for owner in owners if await store.get_user_by_username(owner) is None])
 
-    for owner in run_on_store(config, database_url, create_credential_store, missing, announce=False):
+    for owner in run_on_storage(config, database_url, lambda storage: missing(storage.credentials), announce=False):
         err_console.print(
             f"[yellow]warning:[/yellow] owner {owner!r} is not a user yet; create it with "
             f'`hivegate users create {owner}` (until then only auth = "none" agents of {owner!r} answer)'

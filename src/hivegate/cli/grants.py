@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from hivegate.cli.options import FLAG, Command, ConfigOption, DatabaseOption, command_group, fail, id_column, timestamp
-from hivegate.cli.stores import CommandError, database_settings, opened, run, run_on_store
-from hivegate.storage.credentials import create_credential_store
-from hivegate.storage.oauth import GrantRecord, OAuthStore, create_oauth_store
+from hivegate.cli.stores import CommandError, run_on_storage
+from hivegate.storage import Storage
+from hivegate.storage.oauth import GrantRecord
 
 __all__ = ["grants_app"]
 
@@ -28,23 +28,18 @@ def list_grants(
     database_url: DatabaseOption = None,
 ) -> None:
     """List grants: client, agents, scopes, when granted and (with --all) revoked."""
-    settings = database_settings(config, database_url)
 
-    async def action() -> tuple[list[GrantRecord], dict[str, str]]:
-        async with (
-            opened(create_credential_store, settings) as credentials,
-            opened(create_oauth_store, settings) as oauth,
-        ):
-            user_id: str | None = None
-            if user is not None:
-                found = await credentials.get_user_by_username(user)
-                if found is None:
-                    raise CommandError(f"no user {user!r}")
-                user_id = found.id
-            names = {u.id: u.username for u in await credentials.list_users()}
-            return await oauth.list_grants(user_id), names
+    async def action(storage: Storage) -> tuple[list[GrantRecord], dict[str, str]]:
+        user_id: str | None = None
+        if user is not None:
+            found = await storage.credentials.get_user_by_username(user)
+            if found is None:
+                raise CommandError(f"no user {user!r}")
+            user_id = found.id
+        names = {u.id: u.username for u in await storage.credentials.list_users()}
+        return await storage.oauth.list_grants(user_id), names
 
-    grants, usernames = run(action)
+    grants, usernames = run_on_storage(config, database_url, action)
     table = Table(id_column(), "user", "client", "agents", "granted", "revoked")
     for grant in grants:
         if grant.revoked_at is not None and not all_grants:
@@ -70,11 +65,11 @@ def revoke(
     """Revoke a grant: its refresh tokens stop working at once, its access tokens within
     security.credential_cache_seconds (1 s)."""
 
-    async def action(oauth: OAuthStore) -> tuple[GrantRecord | None, bool]:
-        before = await oauth.get_grant(grant_id)
-        return await oauth.revoke_grant(grant_id, datetime.now(UTC)), before is not None and not before.active
+    async def action(storage: Storage) -> tuple[GrantRecord | None, bool]:
+        before = await storage.oauth.get_grant(grant_id)
+        return await storage.oauth.revoke_grant(grant_id, datetime.now(UTC)), before is not None and not before.active
 
-    grant, already = run_on_store(config, database_url, create_oauth_store, action)
+    grant, already = run_on_storage(config, database_url, action)
     if grant is None:
         raise fail(f"no grant {grant_id!r}")
     if already and grant.revoked_at is not None:

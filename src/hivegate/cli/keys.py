@@ -19,9 +19,9 @@ from hivegate.cli.options import (
     id_column,
     timestamp,
 )
-from hivegate.cli.stores import CommandError, database_settings
+from hivegate.cli.stores import CommandError, run_on_storage
 from hivegate.cli.users import run_with_credentials
-from hivegate.storage import create_agent_store
+from hivegate.storage import AgentStore, Storage
 from hivegate.storage.credentials import ApiKey, CredentialStore, KeyLimitError, User
 
 __all__ = ["keys_app"]
@@ -42,20 +42,19 @@ def create(
 ) -> None:
     """Create a key: oag_ (all of the user's agents) or, with --agent, bak_ (that agent). Prints it once."""
     minted = mint_key(KeyKind.USER if agent is None else KeyKind.AGENT)
-    settings = database_settings(config, database_url, announce=False)
 
-    async def action(store: CredentialStore) -> ApiKey:
-        owner = await _require_user(store, user)
+    async def action(storage: Storage) -> ApiKey:
+        owner = await _require_user(storage.credentials, user)
         if agent is not None:
-            await _require_own_agent(settings.database.url, agent, owner.username)
+            await _require_own_agent(storage.agents, agent, owner.username)
         try:
-            return await store.create_api_key(
+            return await storage.credentials.create_api_key(
                 user_id=owner.id, agent_id=agent, name=name, key_hash=minted.digest, prefix=minted.prefix
             )
         except KeyLimitError as exc:
             raise CommandError(f"{exc}; revoke one first") from None
 
-    key = run_with_credentials(config, database_url, action)
+    key = run_on_storage(config, database_url, action)
     err_console.print(f"created key {key.id} for {user}" + (f" bound to agent {agent}" if agent else ""))
     err_console.print("Store it now: it is shown only this once.")
     print(minted.plaintext)
@@ -103,13 +102,9 @@ def revoke(
     console.print(f"revoked {key.id} ({key.prefix}…)")
 
 
-async def _require_own_agent(database_url: str, agent_id: str, username: str) -> None:
+async def _require_own_agent(agents: AgentStore, agent_id: str, username: str) -> None:
     """Refuse a ``bak_`` key for an agent that is not registered or not owned by ``username``."""
-    agents = await create_agent_store(database_url)
-    try:
-        stored = await agents.get(agent_id)
-    finally:
-        await agents.close()
+    stored = await agents.get(agent_id)
     if stored is None:
         raise CommandError(f"no agent {agent_id!r} is registered (apply it first: hivegate agents apply)")
     if stored.spec.owner.casefold() != username.casefold():

@@ -15,13 +15,17 @@ import socket
 from collections.abc import Sequence
 from pathlib import Path
 
+import anyio
 import uvicorn
 from uvicorn.supervisors import ChangeReload
 
-from hivegate.app import create_app
+from hivegate.cli.running import serve_gateway
+from hivegate.errors import StoreUnavailableError
 from hivegate.settings import Settings
 
-__all__ = ["reload_dirs", "serve_reloading"]
+__all__ = ["reload_dirs", "run_worker", "serve_reloading"]
+
+logger = logging.getLogger(__name__)
 
 
 def reload_dirs(settings: Settings, agent_dirs: Sequence[str]) -> list[str]:
@@ -35,23 +39,32 @@ def serve_reloading(settings: Settings, sock: socket.socket, watch: Sequence[str
     """Serve on ``sock`` in a worker process, restarted on every change of a ``*.py`` or ``*.toml`` file
     under ``watch``; returns when interrupted (status 0)."""
     config = uvicorn.Config(
-        "hivegate.app:create_app",  # uvicorn sets up watching only for an import string (replaced below)
+        "hivegate.app:create_app",  # uvicorn sets up watching only for an import string (never imported here)
         factory=True,
         reload=True,
         reload_dirs=list(watch),
         reload_includes=["*.py", "*.toml"],
         host=settings.server.host,
         port=settings.server.port,
-        loop="uvloop",
-        http="httptools",
         log_level=settings.server.log_level,
-        access_log=False,
-        proxy_headers=False,
-        lifespan="on",
     )
-    # Each worker builds the app from these settings (pickled into the spawned process), not from
-    # the environment again: what `serve` validated is what every worker runs.
-    config.app = functools.partial(create_app, settings)
     logging.getLogger("watchfiles").setLevel(logging.WARNING)  # not a line per changed file of any kind
-    ChangeReload(config, target=uvicorn.Server(config).run, sockets=[sock]).run()
+    # Each worker opens its gateway from these settings (pickled into the spawned process), not from
+    # the environment again: what `serve` validated is what every worker runs.
+    ChangeReload(config, target=functools.partial(run_worker, settings), sockets=[sock]).run()
     return 0
+
+
+def run_worker(settings: Settings, sockets: list[socket.socket] | None = None) -> None:
+    """A reload worker: open the gateway and serve it on ``sockets`` (from the parent) until stopped.
+
+    A database failure at start-up is logged as one line and ends this worker; the parent keeps
+    watching, and the next change starts a new one.
+    """
+    try:
+        anyio.run(
+            functools.partial(serve_gateway, settings, sockets or [], announce=False),
+            backend_options={"use_uvloop": True},
+        )
+    except StoreUnavailableError as exc:
+        logger.error("%s", exc)

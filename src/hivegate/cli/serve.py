@@ -1,24 +1,24 @@
 """``hivegate serve``: run the gateway with uvicorn.
 
-Before listening, the database is reached and migrated; when it cannot be (unreachable, no answer
-within ``database.connect_timeout_seconds`` / ``statement_timeout_seconds``, refusing the
-migration), the command prints one line naming the database and exits with status 4 (see
-:mod:`hivegate.cli`). A failure later in start-up (applying ``--config``'s agents) ends the same way.
+Before listening, the database is reached and migrated (:func:`hivegate.storage.open_storage`);
+when it cannot be (unreachable, no answer within ``database.connect_timeout_seconds`` /
+``statement_timeout_seconds``, refusing the migration), the command prints one line naming the
+database and exits with status 4 (see :mod:`hivegate.cli`). A failure later in start-up (applying
+``--config``'s agents, in :meth:`hivegate.gateway.Gateway.open`) ends the same way. The storage,
+the gateway and uvicorn share one event loop (:mod:`hivegate.cli.running`).
 """
 
 from __future__ import annotations
 
-import gc
 import logging
 import socket
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import anyio
 import typer
 
 from hivegate.agents.loader import AgentsFileError, load_agents_file
 from hivegate.cli.options import (
-    DATABASE_UNAVAILABLE_EXIT,
     FLAG,
     ConfigOption,
     DatabaseOption,
@@ -27,10 +27,7 @@ from hivegate.cli.options import (
     settings_from,
 )
 from hivegate.settings import Settings
-from hivegate.storage.credentials import MEMORY_URL
-
-if TYPE_CHECKING:
-    import uvicorn
+from hivegate.storage import open_storage
 
 __all__ = ["serve"]
 
@@ -70,7 +67,40 @@ def serve(
     logging.basicConfig(level=settings.server.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     if settings.server.log_level != "debug":
         logging.getLogger("alembic").setLevel(logging.WARNING)  # "Context impl SQLiteImpl" once per store
-    anyio.run(_check_database, settings)  # StoreUnavailableError: one line, exit status 4 (hivegate.cli)
+    if reload:
+        anyio.run(_check_database, settings)  # StoreUnavailableError: one line, exit status 4 (hivegate.cli)
+        sock, settings = _listen(settings)
+        from hivegate.cli.reload import reload_dirs, serve_reloading
+
+        watched = reload_dirs(settings, agent_dirs)
+        err_console.print(f"[yellow]--reload:[/yellow] restarting on changes in {', '.join(watched)}", highlight=False)
+        print(f"hivegate listening on {_shown(sock)}", flush=True)
+        raise typer.Exit(serve_reloading(settings, sock, watched))
+    status = anyio.run(_serve, settings, backend_options={"use_uvloop": True})
+    if status:
+        raise typer.Exit(status)
+
+
+async def _serve(settings: Settings) -> int:
+    """Open the storage, listen, open the gateway and serve it until shut down, all in one event loop.
+
+    The database comes first: when it cannot be opened (:class:`StoreUnavailableError`, one line and
+    exit status 4 in :mod:`hivegate.cli`) nothing listens; a busy address is exit status 3.
+    """
+    from hivegate.cli.running import serve_gateway  # the server's imports load only for `serve`
+
+    storage = await open_storage(settings.database.url, settings.database.limits())
+    try:
+        sock, settings = _listen(settings)
+    except BaseException:
+        await storage.close()
+        raise
+    return await serve_gateway(settings, [sock], storage=storage)
+
+
+def _listen(settings: Settings) -> tuple[socket.socket, Settings]:
+    """The listening socket for ``settings.server``, and the settings naming the port bound (exit status 3 when
+    the address cannot be bound); warns when every interface listens but the URLs name this host."""
     try:
         sock = _bind(settings.server.host, settings.server.port)
     except OSError as exc:
@@ -86,37 +116,7 @@ def serve(
             f"{settings.base_url()}: set HIVEGATE_SERVER__PUBLIC_URL (and server.allowed_hosts) for other machines.",
             highlight=False,
         )
-    if reload:
-        from hivegate.cli.reload import reload_dirs, serve_reloading
-
-        watched = reload_dirs(settings, agent_dirs)
-        err_console.print(f"[yellow]--reload:[/yellow] restarting on changes in {', '.join(watched)}", highlight=False)
-        print(f"hivegate listening on {_shown(sock)}", flush=True)
-        raise typer.Exit(serve_reloading(settings, sock, watched))
-    import uvicorn  # the server's imports load only for `serve`, not for the other commands
-
-    from hivegate.app import create_app
-    from hivegate.http_server import http_protocol
-
-    app = create_app(settings)
-    uv_config = uvicorn.Config(
-        app,
-        host=settings.server.host,
-        port=settings.server.port,
-        loop="uvloop",
-        http=http_protocol(settings.server),  # httptools with hivegate's head, field and connection limits
-        ws="none",  # hivegate serves no WebSocket endpoint
-        timeout_keep_alive=settings.server.keep_alive_timeout_seconds,
-        log_level=settings.server.log_level,
-        access_log=False,
-        proxy_headers=False,
-        lifespan="on",
-    )
-    status = anyio.run(_run, uvicorn.Server(uv_config), sock, backend_options={"use_uvloop": True})
-    if app.startup_failure is not None:  # the lifespan logged it as one line
-        raise typer.Exit(DATABASE_UNAVAILABLE_EXIT)
-    if status:
-        raise typer.Exit(status)
+    return sock, settings
 
 
 def _refuse_default_secrets(settings: Settings, dev: bool) -> list[str]:
@@ -151,15 +151,13 @@ def _shown(sock: socket.socket) -> str:
 
 
 async def _check_database(settings: Settings) -> None:
-    """Reach and migrate the database before listening (idempotent; the lifespan finds it current).
+    """Open (and migrate) the database and close it again, before listening (``--reload``: each worker opens it).
 
     Raises:
         StoreUnavailableError: it is unreachable, does not answer in time, or refuses the migration.
     """
-    if settings.database.url != MEMORY_URL:
-        from hivegate.storage.migrate import upgrade
-
-        await upgrade(settings.database.url, limits=settings.database.limits())
+    storage = await open_storage(settings.database.url, settings.database.limits())
+    await storage.close()
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -179,31 +177,3 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
-
-
-async def _run(server: uvicorn.Server, sock: socket.socket) -> int:
-    """Serve until shut down; returns uvicorn's exit status (3 when it could not start, e.g. a busy port)."""
-    status = 0
-
-    async def serve() -> None:
-        nonlocal status
-        try:
-            await server.serve(sockets=[sock])
-        except SystemExit as exc:  # uvicorn exits when it cannot bind; it has logged why
-            status = exc.code if isinstance(exc.code, int) else 1
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(serve)
-        while not server.started:
-            if server.should_exit or status:
-                return status
-            await anyio.sleep(0.05)
-        # Objects built at start-up live for the whole process: move them out of the collector's
-        # sight so full collections stay short (the SDK's p99 tail is full-GC pauses).
-        gc.freeze()
-        for srv in server.servers:
-            for sock in srv.sockets:
-                address = sock.getsockname()
-                shown = f"[{address[0]}]" if ":" in address[0] else address[0]
-                print(f"hivegate listening on http://{shown}:{address[1]}", flush=True)
-    return status

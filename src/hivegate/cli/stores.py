@@ -1,35 +1,25 @@
-"""The one place the CLI opens stores: settings from the command's options, a store opened for one
-action and closed after it, and refusals found meanwhile reported after the store is closed."""
+"""The one place the CLI opens storage: settings from the command's options, the storage opened (and
+migrated) once for one action and closed after it, and refusals found meanwhile reported after it is closed."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import anyio
 
 from hivegate.cli.options import fail, settings_from
 from hivegate.settings import Settings
-from hivegate.storage.engine import DatabaseLimits
+from hivegate.storage import Storage, open_storage
 
-__all__ = ["CommandError", "database_settings", "opened", "run", "run_on_store"]
+__all__ = ["CommandError", "database_settings", "run_on_storage", "run_with_storage"]
 
-
-class _Closable(Protocol):
-    async def close(self) -> None: ...
-
-
-S = TypeVar("S", bound=_Closable)
 T = TypeVar("T")
-
-OpenStore = Callable[[str, DatabaseLimits], Awaitable[S]]
-"""A store factory (``create_credential_store``, ``create_agent_store``, ``create_oauth_store``): url, limits."""
 
 
 class CommandError(Exception):
-    """A refusal found while a store was open; :func:`run` reports it (exit status 1) after the store is closed."""
+    """A refusal found while the storage was open; reported (exit status 1) after it is closed."""
 
 
 def database_settings(config: Path | None, database_url: str | None, *, announce: bool = True) -> Settings:
@@ -37,41 +27,31 @@ def database_settings(config: Path | None, database_url: str | None, *, announce
     return settings_from(config, announce=announce, database={"url": database_url} if database_url else {})
 
 
-@asynccontextmanager
-async def opened(open_store: OpenStore[S], settings: Settings) -> AsyncGenerator[S]:
-    """The store ``open_store`` makes for the settings' database (migrated first), closed on exit."""
-    store = await open_store(settings.database.url, settings.database.limits())
-    try:
-        yield store
-    finally:
-        await store.close()
-
-
-def run(main: Callable[[], Awaitable[T]]) -> T:
-    """Run ``main`` to its end; a :class:`CommandError` it raises exits with status 1 and its message.
+def run_with_storage(settings: Settings, action: Callable[[Storage], Awaitable[T]]) -> T:
+    """Run ``action`` on the storage of ``settings.database`` in a new event loop, then close the storage.
 
     Raises:
-        typer.Exit: on a :class:`CommandError` (status 1).
+        typer.Exit: ``action`` raised a :class:`CommandError` (status 1, its message on stderr).
+        StoreUnavailableError: the database is unreachable or refuses the migration (or ``action``'s
+            writes); :mod:`hivegate.cli` turns it into one line and exit status 4.
     """
+
+    async def main() -> T:
+        async with await open_storage(settings.database.url, settings.database.limits()) as storage:
+            return await action(storage)
+
     try:
         return anyio.run(main)
     except CommandError as exc:
         raise fail(str(exc)) from None
 
 
-def run_on_store(
+def run_on_storage(
     config: Path | None,
     database_url: str | None,
-    open_store: OpenStore[S],
-    action: Callable[[S], Awaitable[T]],
+    action: Callable[[Storage], Awaitable[T]],
     *,
     announce: bool = True,
 ) -> T:
-    """Run ``action`` on the store ``open_store`` makes for the command's database, then close it (:func:`run`)."""
-    settings = database_settings(config, database_url, announce=announce)
-
-    async def main() -> T:
-        async with opened(open_store, settings) as store:
-            return await action(store)
-
-    return run(main)
+    """:func:`run_with_storage` on the database the command's ``--config`` / ``--database-url`` name."""
+    return run_with_storage(database_settings(config, database_url, announce=announce), action)

@@ -15,12 +15,11 @@ from rich.table import Table
 from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.passwords import hash_password
 from hivegate.cli.options import FLAG, Command, ConfigOption, DatabaseOption, command_group, fail, id_column, timestamp
-from hivegate.cli.stores import run_on_store
+from hivegate.cli.stores import run_on_storage
 from hivegate.storage.credentials import (
     CredentialStore,
     User,
     UsernameTakenError,
-    create_credential_store,
     validate_username,
 )
 
@@ -40,7 +39,7 @@ def run_with_credentials(
     config: Path | None, database_url: str | None, action: Callable[[CredentialStore], Awaitable[T]]
 ) -> T:
     """Run ``action`` on the credential store named by the settings (migrated first), then close it."""
-    return run_on_store(config, database_url, create_credential_store, action)
+    return run_on_storage(config, database_url, lambda storage: action(storage.credentials))
 
 
 def _password_hash(from_stdin: bool) -> str:

@@ -1,40 +1,100 @@
-"""Persistence for the agent registry: the ``AgentStore`` protocol and its stores.
+"""Persistence: the store protocols, their memory and SQL implementations, and :func:`open_storage`.
 
-``create_agent_store(url)`` picks the store from the URL: ``memory://`` for
-:class:`MemoryAgentStore`, any SQLAlchemy async URL (``sqlite+aiosqlite:///path.db``,
-``postgresql+asyncpg://user@host/db``) for :class:`SqlAgentStore`, after migrating
-the database to the newest schema.
+Layout (protocol modules import no implementation; implementations import their protocol):
+
+- :mod:`~hivegate.storage.agents`, :mod:`~hivegate.storage.credentials`, :mod:`~hivegate.storage.oauth`:
+  the ``AgentStore``, ``CredentialStore`` and ``OAuthStore`` protocols, their records and errors;
+- :mod:`hivegate.storage.memory`: the three stores in process memory (``memory://``);
+- :mod:`hivegate.storage.sql`: the three stores in one SQL database, its engine, tables and migrations.
+
+``open_storage(url)`` returns one :class:`Storage`: the three stores on one backend. For a
+database URL (``sqlite+aiosqlite:///path.db``, ``postgresql+asyncpg://user@host/db``) it builds
+one engine, migrates the database once to the newest schema, and builds the three stores on that
+engine; :meth:`Storage.close` closes it.
 """
 
 from __future__ import annotations
 
-from hivegate.storage.base import AgentStore, ApplyReport, RegistryChanges, StoredAgent
-from hivegate.storage.engine import DEFAULT_LIMITS, DatabaseLimits
-from hivegate.storage.memory import MemoryAgentStore
-from hivegate.storage.migrate import upgrade
-from hivegate.storage.sql import SqlAgentStore
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+
+from hivegate.storage.agents import AgentStore, ApplyReport, RegistryChanges, StoredAgent
+from hivegate.storage.credentials import CredentialStore
+from hivegate.storage.memory.agents import MemoryAgentStore
+from hivegate.storage.memory.credentials import MemoryCredentialStore
+from hivegate.storage.memory.oauth import MemoryOAuthStore
+from hivegate.storage.oauth import OAuthStore
+from hivegate.storage.sql.agents import SqlAgentStore
+from hivegate.storage.sql.credentials import SqlCredentialStore
+from hivegate.storage.sql.engine import DEFAULT_LIMITS, DatabaseLimits, SqlDatabase
+from hivegate.storage.sql.migrate import migrate
+from hivegate.storage.sql.oauth import SqlOAuthStore
 
 __all__ = [
+    "DEFAULT_LIMITS",
+    "MEMORY_URL",
     "AgentStore",
     "ApplyReport",
+    "CredentialStore",
     "DatabaseLimits",
-    "MemoryAgentStore",
+    "OAuthStore",
     "RegistryChanges",
-    "SqlAgentStore",
+    "Storage",
     "StoredAgent",
-    "create_agent_store",
+    "open_storage",
 ]
 
 MEMORY_URL = "memory://"
+"""The URL of the stores in process memory (nothing persists)."""
 
 
-async def create_agent_store(url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> AgentStore:
-    """The store for ``url``, ready to use; the caller closes it.
+async def _nothing_to_release() -> None:
+    """Closing memory stores: there is nothing to release."""
+
+
+@dataclass(frozen=True, slots=True)
+class Storage:
+    """The gateway's three stores on one backend, and what they share (one engine for SQL).
+
+    Use it as ``async with await open_storage(url) as storage:`` or call :meth:`close` once done.
+    """
+
+    agents: AgentStore
+    credentials: CredentialStore
+    oauth: OAuthStore
+    database: str = MEMORY_URL
+    """The database URL without its password (``memory://`` for the memory stores)."""
+    _release: Callable[[], Awaitable[None]] = field(default=_nothing_to_release, repr=False)
+
+    async def ping(self) -> None:
+        """Raise unless the database answers and accepts a write (``/readyz``; :meth:`AgentStore.ping`).
+
+        Raises:
+            StoreUnavailableError: the database cannot be reached or refuses the write.
+        """
+        await self.agents.ping()
+
+    async def close(self) -> None:
+        """Close the database connections (the engine's pool). Idempotent."""
+        await self._release()
+
+    async def __aenter__(self) -> Storage:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+
+async def open_storage(url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> Storage:
+    """The three stores for ``url``, ready to use; the caller closes them (:meth:`Storage.close`).
 
     Args:
-        url: ``memory://`` (nothing persists), or a database URL as for
-            :func:`hivegate.storage.engine.create_sql_engine`; the database is migrated
-            to the newest schema first (idempotent).
+        url: :data:`MEMORY_URL` (nothing persists), or a database URL as for
+            :func:`hivegate.storage.sql.engine.create_sql_engine`; the database is migrated to the
+            newest schema first (idempotent), on the one engine the stores then share.
         limits: the database time limits (connect, statement, pool).
 
     Raises:
@@ -43,6 +103,13 @@ async def create_agent_store(url: str, limits: DatabaseLimits = DEFAULT_LIMITS) 
         ValueError: for an in-memory SQLite URL (use ``memory://``).
     """
     if url == MEMORY_URL:
-        return MemoryAgentStore()
-    await upgrade(url, limits=limits)
-    return SqlAgentStore(url, limits)
+        return Storage(MemoryAgentStore(), MemoryCredentialStore(), MemoryOAuthStore())
+    database = SqlDatabase(url, limits)
+    try:
+        await migrate(database)
+    except BaseException:
+        await database.close()
+        raise
+    return Storage(
+        SqlAgentStore(database), SqlCredentialStore(database), SqlOAuthStore(database), database.name, database.close
+    )

@@ -1,8 +1,8 @@
 """Credential persistence: the ``CredentialStore`` protocol for users and API keys, its records and errors.
 
-Implementations live beside this module: ``credentials_memory.py``
-(``MemoryCredentialStore``) and ``credentials_sql.py`` (``SqlCredentialStore``, in the
-same database as the agent registry). One contract suite
+Implementations: :class:`hivegate.storage.memory.credentials.MemoryCredentialStore` and
+:class:`hivegate.storage.sql.credentials.SqlCredentialStore` (in the same database as the agent
+registry); this module imports neither. One contract suite
 (``tests/storage/test_credential_store_contract.py``) runs over both.
 
 Keys are stored by the SHA-256 digest of the whole key (see
@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from hivegate.storage.engine import DEFAULT_LIMITS, DatabaseLimits
-
 __all__ = [
     "MAX_ACTIVE_AGENT_KEYS",
     "USERNAME_PATTERN",
@@ -30,7 +28,6 @@ __all__ = [
     "UnknownUserError",
     "User",
     "UsernameTakenError",
-    "create_credential_store",
     "new_id",
     "validate_username",
 ]
@@ -40,8 +37,6 @@ MAX_ACTIVE_AGENT_KEYS = 3
 
 USERNAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 """A username: 1–64 of ASCII letters, digits, ``_``, ``.`` and ``-``; unique ignoring case."""
-
-MEMORY_URL = "memory://"
 
 
 class UsernameTakenError(ValueError):
@@ -201,31 +196,3 @@ class CredentialStore(Protocol):
     async def ping(self) -> None:
         """Raise if the store cannot be reached."""
         ...
-
-    async def close(self) -> None:
-        """Release connections. Idempotent."""
-        ...
-
-
-async def create_credential_store(url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> CredentialStore:
-    """The credential store for ``url``, ready to use; the caller closes it.
-
-    Args:
-        url: ``memory://`` (nothing persists), or a database URL as for
-            :func:`hivegate.storage.engine.create_sql_engine`; the database is migrated
-            to the newest schema first (idempotent).
-        limits: the database time limits (connect, statement, pool).
-
-    Raises:
-        StoreUnavailableError: when the database is unreachable or refuses the migration.
-        ValueError: for an in-memory SQLite URL (use ``memory://``).
-    """
-    # Imported here: both implementations import this module for the protocol and records.
-    from hivegate.storage.credentials_memory import MemoryCredentialStore
-    from hivegate.storage.credentials_sql import SqlCredentialStore
-    from hivegate.storage.migrate import upgrade
-
-    if url == MEMORY_URL:
-        return MemoryCredentialStore()
-    await upgrade(url, limits=limits)
-    return SqlCredentialStore(url, limits)

@@ -1,9 +1,10 @@
 """OAuth persistence: the ``OAuthStore`` protocol for clients, pending authorization requests, codes, grants
 and refresh tokens, with its records.
 
-Implementations live beside this module: ``oauth_memory.py`` (``MemoryOAuthStore``) and
-``oauth_sql.py`` (``SqlOAuthStore``, in the same database as the agent registry, migration
-``0003_oauth``). One contract suite (``tests/storage/test_oauth_store_contract.py``) runs over both.
+Implementations: :class:`hivegate.storage.memory.oauth.MemoryOAuthStore` and
+:class:`hivegate.storage.sql.oauth.SqlOAuthStore` (in the same database as the agent registry,
+migration ``0003_oauth``); this module imports neither. One contract suite
+(``tests/storage/test_oauth_store_contract.py``) runs over both.
 
 Secrets are never stored in plaintext: authorization codes and refresh tokens are kept by
 their SHA-256 hex digest (:func:`hivegate.auth.api_keys.key_digest` works for any string).
@@ -18,11 +19,9 @@ it was exchanged for. Pending authorization requests are stored only once a user
 from __future__ import annotations
 
 import builtins
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from datetime import datetime
 from typing import Any, Protocol
-
-from hivegate.storage.engine import DEFAULT_LIMITS, DatabaseLimits
 
 __all__ = [
     "AuthorizationCodeRecord",
@@ -31,7 +30,7 @@ __all__ = [
     "OAuthClientRecord",
     "OAuthStore",
     "RefreshTokenRecord",
-    "create_oauth_store",
+    "require_aware",
 ]
 
 
@@ -242,24 +241,17 @@ class OAuthStore(Protocol):
         """Raise if the store cannot be reached."""
         ...
 
-    async def close(self) -> None:
-        """Release connections. Idempotent."""
-        ...
 
+def require_aware(*values: object) -> None:
+    """Check that every datetime among ``values``, and among the fields of the records in ``values``, is aware.
 
-async def create_oauth_store(url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> OAuthStore:
-    """The OAuth store for ``url`` (``memory://`` or a database URL, migrated first); the caller closes it.
-
-    ``limits`` are the database time limits (connect, statement, pool).
+    None and other values are allowed. Both stores apply this rule to what they are given.
 
     Raises:
-        StoreUnavailableError: when the database is unreachable or refuses the migration.
+        ValueError: for a naive datetime.
     """
-    from hivegate.storage.migrate import upgrade
-    from hivegate.storage.oauth_memory import MemoryOAuthStore
-    from hivegate.storage.oauth_sql import SqlOAuthStore
-
-    if url == "memory://":
-        return MemoryOAuthStore()
-    await upgrade(url, limits=limits)
-    return SqlOAuthStore(url, limits)
+    for value in values:
+        if is_dataclass(value) and not isinstance(value, type):
+            require_aware(*(getattr(value, field.name) for field in fields(value)))
+        elif isinstance(value, datetime) and value.tzinfo is None:
+            raise ValueError("the OAuth store needs aware datetimes")

@@ -45,9 +45,10 @@ from hivegate.auth.oauth.server import AuthorizationServer
 from hivegate.auth.passwords import hash_password
 from hivegate.auth.tokens import InvalidAccessToken, TokenCodec
 from hivegate.settings import SecuritySettings, Settings
-from hivegate.storage.credentials_memory import MemoryCredentialStore
-from hivegate.storage.memory import MemoryAgentStore
-from hivegate.storage.oauth import OAuthStore, create_oauth_store
+from hivegate.storage import open_storage
+from hivegate.storage.memory.agents import MemoryAgentStore
+from hivegate.storage.memory.credentials import MemoryCredentialStore
+from hivegate.storage.oauth import OAuthStore
 
 SIGNING_KEY = "test-signing-key-" + "k" * 32
 MAX_FAILURES = 3
@@ -74,14 +75,12 @@ class OAuthServer:
 async def oauth(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncGenerator[OAuthServer]:
     """The server over a memory OAuth store, or over SQLite with ``parametrize("oauth", ["sqlite"], indirect=True)``."""
     kind: str = getattr(request, "param", "memory")
-    store = await create_oauth_store(
-        "memory://" if kind == "memory" else f"sqlite+aiosqlite:///{tmp_path / 'oauth.db'}"
-    )
+    storage = await open_storage("memory://" if kind == "memory" else f"sqlite+aiosqlite:///{tmp_path / 'oauth.db'}")
     try:
-        async for running in _serve(store):
+        async for running in _serve(storage.oauth):
             yield running
     finally:
-        await store.close()
+        await storage.close()
 
 
 async def _serve(store: OAuthStore, **security: Any) -> AsyncGenerator[OAuthServer]:

@@ -15,7 +15,7 @@ from collections.abc import AsyncGenerator
 import pytest
 import pytest_asyncio
 
-from hivegate.storage.oauth import create_oauth_store
+from hivegate.storage import open_storage
 from tests.auth.oauth.conftest import CALLBACK, Browser, OAuthServer, checkboxes, pkce, query, serve_oauth
 
 
@@ -206,12 +206,13 @@ ALLOWED = ("https://app.example.com/*/callback", "http://127.0.0.1/callback")
 @pytest_asyncio.fixture
 async def allow_listed() -> AsyncGenerator[OAuthServer]:
     """The server with ``security.allowed_redirect_uris`` set to :data:`ALLOWED`."""
-    store = await create_oauth_store("memory://")
+    storage = await open_storage("memory://")
+    store = storage.oauth
     try:
         async for running in serve_oauth(store, allowed_redirect_uris=ALLOWED):
             yield running
     finally:
-        await store.close()
+        await storage.close()
 
 
 @pytest.mark.parametrize(
@@ -247,7 +248,8 @@ async def test_allow_list_for_client_metadata_documents(oauth: OAuthServer) -> N
     The fixture's metadata document lists ``http://127.0.0.1:9/callback``: allowed by default, refused under
     an allow-list that does not match it.
     """
-    store = await create_oauth_store("memory://")
+    storage = await open_storage("memory://")
+    store = storage.oauth
     try:
         async for narrow in serve_oauth(store, allowed_redirect_uris=("https://app.example.com/cb",)):
             browser = Browser(narrow.base)
@@ -259,7 +261,7 @@ async def test_allow_list_for_client_metadata_documents(oauth: OAuthServer) -> N
             assert refused.status_code == 400
             assert "allowed_redirect_uris" in refused.text
     finally:
-        await store.close()
+        await storage.close()
     browser = Browser(oauth.base)
     try:
         _, challenge = pkce()

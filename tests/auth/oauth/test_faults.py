@@ -17,8 +17,8 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from hivegate.storage.oauth_sql import SqlOAuthStore
-from hivegate.storage.oauth_tables import oauth_requests
+from hivegate.storage.sql.oauth import SqlOAuthStore
+from hivegate.storage.sql.oauth_tables import oauth_requests
 from tests.auth.oauth.conftest import CALLBACK, Browser, OAuthServer, pkce, stored_rows
 
 WAIT_SECONDS = 60

@@ -1,7 +1,7 @@
 """``SqlCredentialStore``: users and API keys in SQLite (aiosqlite) or PostgreSQL (asyncpg) via SQLAlchemy 2 async.
 
-The schema is created by the Alembic migrations (``hivegate.storage.migrate``);
-``hivegate.storage.credentials.create_credential_store`` runs them first.
+The schema is created by the Alembic migrations (``hivegate.storage.sql.migrate``);
+:func:`hivegate.storage.open_storage` runs them first.
 
 Creating a ``bak_`` key counts the agent's active keys and inserts in one write
 transaction that holds a lock for that agent (PostgreSQL: a transaction-scoped
@@ -12,8 +12,6 @@ cannot exceed the limit.
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,7 +19,6 @@ from sqlalchemy import Row, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from hivegate.storage.credential_tables import api_keys, users
 from hivegate.storage.credentials import (
     MAX_ACTIVE_AGENT_KEYS,
     ApiKey,
@@ -34,7 +31,8 @@ from hivegate.storage.credentials import (
     require_key_shape,
     validate_username,
 )
-from hivegate.storage.engine import DEFAULT_LIMITS, WRITE_TRANSACTION_OPTION, DatabaseLimits, SqlStore
+from hivegate.storage.sql.credential_tables import api_keys, users
+from hivegate.storage.sql.engine import SqlStore
 
 __all__ = ["SqlCredentialStore"]
 
@@ -57,17 +55,11 @@ _KEY_COLUMNS = (
 class SqlCredentialStore(SqlStore, CredentialStore):
     """A :class:`CredentialStore` in a SQL database; the schema must already be migrated.
 
-    Args:
-        url: a database URL, as for :func:`hivegate.storage.engine.create_sql_engine`.
-        limits: connect, statement and pool timeouts (:class:`~hivegate.storage.engine.DatabaseLimits`).
-
-    Every method raises :class:`~hivegate.errors.StoreUnavailableError` when the database fails
-    or does not answer within ``limits`` (:class:`~hivegate.storage.engine.SqlStore`); a failed
+    Its :class:`~hivegate.storage.sql.engine.SqlDatabase` is shared with the other stores. Every
+    method raises :class:`~hivegate.errors.StoreUnavailableError` when the database fails or does
+    not answer within its limits (:class:`~hivegate.storage.sql.engine.SqlStore`); a failed
     write writes nothing.
     """
-
-    def __init__(self, url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> None:
-        super().__init__(url, limits)
 
     async def create_user(self, username: str, password_hash: str) -> User:
         """See :meth:`CredentialStore.create_user`."""
@@ -173,30 +165,15 @@ class SqlCredentialStore(SqlStore, CredentialStore):
             await conn.execute(update(api_keys).where(api_keys.c.id == key_id).values(last_used_at=at))
 
     async def ping(self) -> None:
-        """See :meth:`CredentialStore.ping`."""
-        async with self._engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
-
-    async def close(self) -> None:
-        """See :meth:`CredentialStore.close`."""
-        await self._engine.dispose()
-
-    @asynccontextmanager
-    async def _write_transaction(self) -> AsyncGenerator[AsyncConnection]:
-        """A write transaction (SQLite: ``BEGIN IMMEDIATE``); commits on exit, rolls back on error."""
-        async with self._engine.connect() as conn:
-            await conn.execution_options(**{WRITE_TRANSACTION_OPTION: True})
-            async with conn.begin():
-                yield conn
+        """See :meth:`CredentialStore.ping`: ``SELECT 1``."""
+        await self._select_one()
 
     async def _one_user(self, query: Any) -> User | None:
-        async with self._engine.connect() as conn:
-            row = (await conn.execute(query)).first()
+        row = await self._first(query)
         return _user(row) if row is not None else None
 
     async def _one_key(self, query: Any) -> ApiKey | None:
-        async with self._engine.connect() as conn:
-            row = (await conn.execute(query)).first()
+        row = await self._first(query)
         return _api_key(row) if row is not None else None
 
 

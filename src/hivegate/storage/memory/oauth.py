@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import builtins
 import copy
-from dataclasses import replace
+from dataclasses import fields, replace
 from datetime import UTC, datetime
+from typing import Any, TypeVar, cast
 
 from hivegate.auth.api_keys import find_digest
 from hivegate.storage.oauth import (
@@ -15,6 +16,7 @@ from hivegate.storage.oauth import (
     OAuthClientRecord,
     OAuthStore,
     RefreshTokenRecord,
+    require_aware,
 )
 
 __all__ = ["MemoryOAuthStore"]
@@ -38,7 +40,7 @@ class MemoryOAuthStore(OAuthStore):
 
     async def save_client(self, client: OAuthClientRecord) -> None:
         """See :meth:`OAuthStore.save_client`."""
-        _require_aware(client.created_at)
+        require_aware(client)
         if client.client_id in self._clients:
             raise ValueError(f"a client with id {client.client_id!r} already exists")
         self._clients[client.client_id] = replace(
@@ -52,19 +54,14 @@ class MemoryOAuthStore(OAuthStore):
 
     async def save_request(self, request: AuthorizationRequestRecord) -> None:
         """See :meth:`OAuthStore.save_request`; a duplicate id raises ``ValueError``."""
-        _require_aware(request.created_at, request.expires_at)
+        require_aware(request)
         if request.id in self._requests:
             raise ValueError("an authorization request with this id already exists")
-        self._requests[request.id] = replace(
-            request,
-            scopes=tuple(request.scopes),
-            created_at=_utc(request.created_at),
-            expires_at=_utc(request.expires_at),
-        )
+        self._requests[request.id] = _as_stored(request)
 
     async def get_request(self, request_id: str, now: datetime) -> AuthorizationRequestRecord | None:
         """See :meth:`OAuthStore.get_request`; a request expires once ``now`` reaches ``expires_at``."""
-        _require_aware(now)
+        require_aware(now)
         request = self._requests.get(request_id)
         return request if request is not None and request.expires_at > now else None
 
@@ -74,16 +71,10 @@ class MemoryOAuthStore(OAuthStore):
 
     async def save_code(self, code: AuthorizationCodeRecord) -> None:
         """See :meth:`OAuthStore.save_code`; a duplicate digest raises ``ValueError``."""
-        _require_aware(code.expires_at, code.redeemed_at)
+        require_aware(code)
         if code.code_hash in self._codes:
             raise ValueError("a code with this digest already exists")
-        self._codes[code.code_hash] = replace(
-            code,
-            scopes=tuple(code.scopes),
-            agents=tuple(code.agents),
-            expires_at=_utc(code.expires_at),
-            redeemed_at=_utc(code.redeemed_at) if code.redeemed_at is not None else None,
-        )
+        self._codes[code.code_hash] = _as_stored(code)
 
     async def get_code(self, code_hash: str) -> AuthorizationCodeRecord | None:
         """See :meth:`OAuthStore.get_code`; compares every digest in constant time."""
@@ -94,9 +85,7 @@ class MemoryOAuthStore(OAuthStore):
         self, code_hash: str, grant: GrantRecord, refresh_token: RefreshTokenRecord | None, at: datetime
     ) -> bool:
         """See :meth:`OAuthStore.redeem_code`; everything is checked before anything is written."""
-        _require_aware(at, grant.created_at, grant.revoked_at)
-        if refresh_token is not None:
-            _require_aware(refresh_token.created_at, refresh_token.expires_at, refresh_token.rotated_at)
+        require_aware(at, grant, refresh_token)
         found = find_digest(code_hash, self._codes)
         code = self._codes[found] if found is not None else None
         if code is None or code.redeemed_at is not None:
@@ -113,16 +102,10 @@ class MemoryOAuthStore(OAuthStore):
 
     async def create_grant(self, grant: GrantRecord) -> None:
         """See :meth:`OAuthStore.create_grant`; a duplicate id raises ``ValueError``."""
-        _require_aware(grant.created_at, grant.revoked_at)
+        require_aware(grant)
         if grant.id in self._grants:
             raise ValueError(f"a grant with id {grant.id!r} already exists")
-        self._grants[grant.id] = replace(
-            grant,
-            agents=tuple(grant.agents),
-            scopes=tuple(grant.scopes),
-            created_at=_utc(grant.created_at),
-            revoked_at=_utc(grant.revoked_at) if grant.revoked_at is not None else None,
-        )
+        self._grants[grant.id] = _as_stored(grant)
 
     async def get_grant(self, grant_id: str) -> GrantRecord | None:
         """See :meth:`OAuthStore.get_grant`."""
@@ -135,7 +118,7 @@ class MemoryOAuthStore(OAuthStore):
 
     async def revoke_grant(self, grant_id: str, at: datetime) -> GrantRecord | None:
         """See :meth:`OAuthStore.revoke_grant`; the grant's refresh tokens get ``rotated_at`` (if unset)."""
-        _require_aware(at)
+        require_aware(at)
         return self._revoke(grant_id, at)
 
     def _revoke(self, grant_id: str, at: datetime) -> GrantRecord | None:
@@ -151,16 +134,10 @@ class MemoryOAuthStore(OAuthStore):
 
     async def save_refresh_token(self, token: RefreshTokenRecord) -> None:
         """See :meth:`OAuthStore.save_refresh_token`; a duplicate digest raises ``ValueError``."""
-        _require_aware(token.created_at, token.expires_at, token.rotated_at)
+        require_aware(token)
         if token.token_hash in self._tokens:
             raise ValueError("a refresh token with this digest already exists")
-        self._tokens[token.token_hash] = replace(
-            token,
-            scopes=tuple(token.scopes),
-            created_at=_utc(token.created_at),
-            expires_at=_utc(token.expires_at),
-            rotated_at=_utc(token.rotated_at) if token.rotated_at is not None else None,
-        )
+        self._tokens[token.token_hash] = _as_stored(token)
 
     async def get_refresh_token(self, token_hash: str) -> RefreshTokenRecord | None:
         """See :meth:`OAuthStore.get_refresh_token`; compares every digest in constant time."""
@@ -169,7 +146,7 @@ class MemoryOAuthStore(OAuthStore):
 
     async def rotate_refresh_token(self, token_hash: str, successor: RefreshTokenRecord, at: datetime) -> bool:
         """See :meth:`OAuthStore.rotate_refresh_token`; everything is checked before anything is written."""
-        _require_aware(at, successor.created_at, successor.expires_at, successor.rotated_at)
+        require_aware(at, successor)
         found = find_digest(token_hash, self._tokens)
         if found is None or self._tokens[found].rotated_at is not None:
             return False
@@ -181,7 +158,7 @@ class MemoryOAuthStore(OAuthStore):
 
     async def purge_expired(self, now: datetime) -> int:
         """See :meth:`OAuthStore.purge_expired`; removes what has ``expires_at <= now``."""
-        _require_aware(now)
+        require_aware(now)
         removed = 0
         for table in (self._requests, self._codes, self._tokens):
             expired = [key for key, record in table.items() if record.expires_at <= now]
@@ -193,15 +170,21 @@ class MemoryOAuthStore(OAuthStore):
     async def ping(self) -> None:
         """See :meth:`OAuthStore.ping`; memory is always reachable."""
 
-    async def close(self) -> None:
-        """See :meth:`OAuthStore.close`; there is nothing to release."""
-
-
-def _require_aware(*values: datetime | None) -> None:
-    """Raise ``ValueError`` for a naive datetime among ``values`` (None is allowed)."""
-    if any(value is not None and value.tzinfo is None for value in values):
-        raise ValueError("the OAuth store needs aware datetimes")
-
 
 def _utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
+
+
+_Record = TypeVar("_Record", AuthorizationRequestRecord, AuthorizationCodeRecord, GrantRecord, RefreshTokenRecord)
+
+
+def _as_stored(record: _Record) -> _Record:
+    """``record`` as the SQL store reads it back: datetimes in UTC, sequences as tuples."""
+    changes: dict[str, Any] = {}
+    for field in fields(record):
+        value = getattr(record, field.name)
+        if isinstance(value, datetime):
+            changes[field.name] = _utc(value)
+        elif isinstance(value, list | tuple):
+            changes[field.name] = tuple(cast("list[Any] | tuple[Any, ...]", value))
+    return replace(record, **changes)

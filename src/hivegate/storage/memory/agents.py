@@ -8,8 +8,15 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from hivegate.agents.model import AgentSpec
-from hivegate.storage.base import AgentStore, ApplyReport, RegistryChanges, StoredAgent
-from hivegate.storage.tables import encode_spec, plan_apply, require_unique_ids
+from hivegate.storage.agents import (
+    AgentStore,
+    ApplyReport,
+    RegistryChanges,
+    StoredAgent,
+    encode_spec,
+    plan_apply,
+    require_unique_ids,
+)
 
 __all__ = ["MemoryAgentStore"]
 
@@ -89,9 +96,6 @@ class MemoryAgentStore(AgentStore):
 
     async def ping(self) -> None:
         """See :meth:`AgentStore.ping`; memory is always reachable."""
-
-    async def close(self) -> None:
-        """See :meth:`AgentStore.close`; there is nothing to release."""
 
     def _tombstone(self, agent_id: str, now: datetime) -> None:
         entry = self._entries[agent_id]

@@ -119,9 +119,6 @@ class MemoryCredentialStore(CredentialStore):
     async def ping(self) -> None:
         """See :meth:`CredentialStore.ping`; memory is always reachable."""
 
-    async def close(self) -> None:
-        """See :meth:`CredentialStore.close`; there is nothing to release."""
-
     def _find_user(self, username: str) -> User | None:
         wanted = username.lower()
         return next((u for u in self._users.values() if u.username.lower() == wanted), None)

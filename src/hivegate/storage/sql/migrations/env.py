@@ -1,9 +1,9 @@
 """Alembic environment for the registry schema.
 
-Run through :func:`hivegate.storage.migrate.upgrade`, which passes an open
+Run through :func:`hivegate.storage.sql.migrate.upgrade`, which passes an open
 connection (already in a transaction) as ``config.attributes["connection"]``.
 Used from the ``alembic`` command line (e.g. ``revision --autogenerate``) with a
-config built by :func:`hivegate.storage.migrate.alembic_config`, it reads the URL from
+config built by :func:`hivegate.storage.sql.migrate.alembic_config`, it reads the URL from
 the ``sqlalchemy.url`` main option. It never reads the environment.
 """
 
@@ -14,16 +14,16 @@ import asyncio
 from alembic import context
 from sqlalchemy import Connection
 
-from hivegate.storage.credential_tables import api_keys, users
-from hivegate.storage.engine import create_sql_engine
-from hivegate.storage.oauth_tables import (
+from hivegate.storage.sql.credential_tables import api_keys, users
+from hivegate.storage.sql.engine import create_sql_engine
+from hivegate.storage.sql.oauth_tables import (
     oauth_clients,
     oauth_codes,
     oauth_grants,
     oauth_refresh_tokens,
     oauth_requests,
 )
-from hivegate.storage.tables import metadata
+from hivegate.storage.sql.tables import metadata
 
 CREDENTIAL_TABLES = (users, api_keys)
 """Defined on ``metadata`` by importing them, so autogenerate and ``check`` see the whole schema."""

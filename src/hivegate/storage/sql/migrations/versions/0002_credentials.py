@@ -7,7 +7,7 @@ Create Date: 2026-11-30
 Creates ``users`` (usernames unique ignoring case through ``username_key``) and
 ``api_keys`` (SHA-256 digests only, never deleted, revoked by ``revoked_at``). The
 schema is spelled out here rather than imported from
-``hivegate.storage.credential_tables`` so this revision stays what it was.
+``hivegate.storage.sql.credential_tables`` so this revision stays what it was.
 """
 
 from __future__ import annotations

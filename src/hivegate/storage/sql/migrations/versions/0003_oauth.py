@@ -7,7 +7,7 @@ Create Date: 2026-11-30
 Creates ``oauth_clients``, ``oauth_requests``, ``oauth_codes``, ``oauth_grants`` and
 ``oauth_refresh_tokens``. Codes and refresh tokens are kept by their SHA-256 hex digest
 only; tuples of strings and the client metadata are JSON text. The schema is spelled out
-here rather than imported from ``hivegate.storage.oauth_tables`` so this revision stays
+here rather than imported from ``hivegate.storage.sql.oauth_tables`` so this revision stays
 what it was.
 """
 

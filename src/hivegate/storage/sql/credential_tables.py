@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from sqlalchemy import Boolean, Column, ForeignKey, Index, Table, Text
 
-from hivegate.storage.tables import UtcDateTime, metadata
+from hivegate.storage.sql.tables import UtcDateTime, metadata
 
 __all__ = ["api_keys", "users"]
 

@@ -1,7 +1,7 @@
 """``SqlAgentStore``: the agent registry in SQLite (aiosqlite) or PostgreSQL (asyncpg) via SQLAlchemy 2 async.
 
-The schema is created by the Alembic migrations (``hivegate.storage.migrate``), not
-here; ``hivegate.storage.create_agent_store`` runs them before building the store.
+The schema is created by the Alembic migrations (:mod:`hivegate.storage.sql.migrate`), not
+here; :func:`hivegate.storage.open_storage` runs them before building the stores.
 
 Writers serialize on the registry revision: on PostgreSQL each write transaction
 starts with ``SELECT ... FOR UPDATE`` on the ``registry_state`` row; on SQLite each
@@ -23,41 +23,30 @@ from sqlalchemy import Row, Select, bindparam, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hivegate.agents.model import AgentSpec
-from hivegate.storage.base import AgentStore, ApplyReport, RegistryChanges, StoredAgent
-from hivegate.storage.engine import (
-    DEFAULT_LIMITS,
-    WRITE_TRANSACTION_OPTION,
-    DatabaseLimits,
-    SqlStore,
-    create_sql_engine,
-)
-from hivegate.storage.tables import (
-    REGISTRY_STATE_ID,
-    agents,
+from hivegate.storage.agents import (
+    AgentStore,
+    ApplyReport,
+    RegistryChanges,
+    StoredAgent,
     decode_spec,
     encode_spec,
     plan_apply,
-    registry_state,
     require_unique_ids,
 )
+from hivegate.storage.sql.engine import SqlStore
+from hivegate.storage.sql.tables import REGISTRY_STATE_ID, agents, registry_state
 
-__all__ = ["WRITE_TRANSACTION_OPTION", "SqlAgentStore", "create_sql_engine"]
+__all__ = ["SqlAgentStore"]
 
 
 class SqlAgentStore(SqlStore, AgentStore):
     """An :class:`AgentStore` in a SQL database; the schema must already be migrated.
 
-    Args:
-        url: a database URL, as for :func:`create_sql_engine`.
-        limits: connect, statement and pool timeouts (:class:`~hivegate.storage.engine.DatabaseLimits`).
-
-    Every method raises :class:`~hivegate.errors.StoreUnavailableError` when the database fails
-    or does not answer within ``limits`` (:class:`~hivegate.storage.engine.SqlStore`); a failed
+    Its :class:`~hivegate.storage.sql.engine.SqlDatabase` is shared with the other stores. Every
+    method raises :class:`~hivegate.errors.StoreUnavailableError` when the database fails or does
+    not answer within its limits (:class:`~hivegate.storage.sql.engine.SqlStore`); a failed
     ``apply`` or ``delete`` writes nothing.
     """
-
-    def __init__(self, url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> None:
-        super().__init__(url, limits)
 
     async def apply(self, specs: Sequence[AgentSpec], *, prune: bool = False) -> ApplyReport:
         """See :meth:`AgentStore.apply`; one transaction.
@@ -67,7 +56,7 @@ class SqlAgentStore(SqlStore, AgentStore):
         """
         require_unique_ids(specs)
         texts = {spec.id: encode_spec(spec) for spec in specs}
-        async with self._write_transaction() as (conn, current):
+        async with self._registry_transaction() as (conn, current):
             query = select(agents.c.id, agents.c.spec, agents.c.deleted_at)
             if prune:
                 query = query.where(or_(agents.c.id.in_(texts), agents.c.deleted_at.is_(None)))
@@ -96,7 +85,7 @@ class SqlAgentStore(SqlStore, AgentStore):
 
     async def delete(self, agent_id: str) -> bool:
         """See :meth:`AgentStore.delete`; one transaction."""
-        async with self._write_transaction() as (conn, current):
+        async with self._registry_transaction() as (conn, current):
             live = (await conn.execute(_live_agents().where(agents.c.id == agent_id))).first()
             if live is None:
                 return False
@@ -147,20 +136,12 @@ class SqlAgentStore(SqlStore, AgentStore):
         async with self._engine.connect() as conn:
             await self._probe_write(conn, probe)
 
-    async def close(self) -> None:
-        """See :meth:`AgentStore.close`: disposes the engine's pool."""
-        await self._engine.dispose()
-
     @asynccontextmanager
-    async def _write_transaction(self) -> AsyncGenerator[tuple[AsyncConnection, int]]:
+    async def _registry_transaction(self) -> AsyncGenerator[tuple[AsyncConnection, int]]:
         """A write transaction holding the registry lock, with the revision before it; commits on exit."""
-        async with self._engine.connect() as conn:
-            await conn.execution_options(**{WRITE_TRANSACTION_OPTION: True})
-            async with conn.begin():
-                query = (
-                    select(registry_state.c.revision).where(registry_state.c.id == REGISTRY_STATE_ID).with_for_update()
-                )
-                yield conn, (await conn.execute(query)).scalar_one()
+        async with self._write_transaction() as conn:
+            query = select(registry_state.c.revision).where(registry_state.c.id == REGISTRY_STATE_ID).with_for_update()
+            yield conn, (await conn.execute(query)).scalar_one()
 
 
 def _live_agents() -> Select[str, int, datetime]:

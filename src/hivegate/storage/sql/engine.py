@@ -1,12 +1,13 @@
 """SQL engines for the stores: driver set-up, time limits, and the one translation of database failures.
 
-Every SQL store (``SqlAgentStore``, ``SqlCredentialStore``, ``SqlOAuthStore``) derives from
-:class:`SqlStore`, which wraps each public coroutine method of the store class so that a failure of
-the database raises one :class:`~hivegate.errors.StoreUnavailableError` (503 ``store_unavailable``
-on every wire plane): a refused or dropped connection, no answer within a time limit, an exhausted
-connection pool, SQLite's "database is locked", a read-only or full disk, any other driver error.
-``IntegrityError`` is left alone: the stores turn it into their own errors (a duplicate id, a taken
-username), and one that escapes is a bug, not an outage.
+The SQL stores (``SqlAgentStore``, ``SqlCredentialStore``, ``SqlOAuthStore``) share one
+:class:`SqlDatabase` (one engine, one pool) and derive from :class:`SqlStore`, which wraps each
+public coroutine method of the store class so that a failure of the database raises one
+:class:`~hivegate.errors.StoreUnavailableError` (503 ``store_unavailable`` on every wire plane):
+a refused or dropped connection, no answer within a time limit, an exhausted connection pool,
+SQLite's "database is locked", a read-only or full disk, any other driver error. ``IntegrityError``
+is left alone: the stores turn it into their own errors (a duplicate id, a taken username), and one
+that escapes is a bug, not an outage.
 
 Time limits (:class:`DatabaseLimits`, the ``database.*_timeout_seconds`` settings):
 
@@ -32,13 +33,14 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio.to_thread
-from sqlalchemy import Connection, event
+from sqlalchemy import Connection, Row, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
@@ -50,6 +52,7 @@ __all__ = [
     "DEFAULT_LIMITS",
     "WRITE_TRANSACTION_OPTION",
     "DatabaseLimits",
+    "SqlDatabase",
     "SqlStore",
     "create_sql_engine",
     "describe_database",
@@ -161,23 +164,58 @@ def store_unavailable(exc: BaseException, database: str) -> StoreUnavailableErro
     return StoreUnavailableError(database=database, reason=_reason(exc))
 
 
-class SqlStore:
-    """Base of the SQL stores: owns the engine, and reports database failures as one error.
+class SqlDatabase:
+    """One database: its engine (one pool for every store), its printable name, and the one
+    translation of its failures into :class:`~hivegate.errors.StoreUnavailableError`.
 
-    Every public coroutine method a subclass defines is wrapped: a database failure raised in it
-    (see the module docstring) becomes :class:`~hivegate.errors.StoreUnavailableError`, logged at
-    most once per :data:`FAULT_LOG_INTERVAL_SECONDS` with the database and the cause.
+    Building it connects nothing and migrates nothing (:func:`hivegate.storage.sql.migrate.migrate`
+    does, :func:`hivegate.storage.open_storage` runs both).
 
     Args:
         url: a database URL, as for :func:`create_sql_engine`.
         limits: the time limits of its engine.
+
+    Raises:
+        sqlalchemy.exc.ArgumentError: when ``url`` cannot be parsed.
+        ValueError: for an in-memory SQLite URL.
     """
 
     def __init__(self, url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> None:
-        self._engine = create_sql_engine(url, limits)
-        self._busy_timeout_ms = round(limits.statement_timeout_seconds * 1000)
-        self._database = describe_database(self._engine.url)
+        self.engine = create_sql_engine(url, limits)
+        self.limits = limits
+        self.name = describe_database(self.engine.url)
+        """The database URL without its password."""
         self._quiet_until = 0.0
+
+    def unavailable(self, exc: BaseException) -> StoreUnavailableError | None:
+        """:func:`store_unavailable` for this database; logs the first failure of an interval
+        (:data:`FAULT_LOG_INTERVAL_SECONDS`: an outage fails every request of every store)."""
+        error = store_unavailable(exc, self.name)
+        if error is not None and error is not exc:
+            now = time.monotonic()
+            if now >= self._quiet_until:
+                self._quiet_until = now + FAULT_LOG_INTERVAL_SECONDS
+                logger.warning("%s", error)
+        return error
+
+    async def close(self) -> None:
+        """Close the pool's connections. Idempotent."""
+        await self.engine.dispose()
+
+
+class SqlStore:
+    """Base of the SQL stores: works on a shared :class:`SqlDatabase`, and reports database failures as one error.
+
+    Every public coroutine method a subclass defines is wrapped: a database failure raised in it
+    (see the module docstring) becomes :class:`~hivegate.errors.StoreUnavailableError`, logged at
+    most once per :data:`FAULT_LOG_INTERVAL_SECONDS` per database with the database and the cause.
+    The store does not own the database: whoever built it closes it (:class:`hivegate.storage.Storage`).
+    """
+
+    def __init__(self, database: SqlDatabase) -> None:
+        self._db = database
+        self._engine = database.engine
+        self._busy_timeout_ms = round(database.limits.statement_timeout_seconds * 1000)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -187,23 +225,35 @@ class SqlStore:
 
     @property
     def engine(self) -> AsyncEngine:
-        """The underlying engine (for event hooks and diagnostics; the store owns and disposes it)."""
+        """The shared engine (for event hooks and diagnostics; its :class:`SqlDatabase` disposes it)."""
         return self._engine
 
     @property
     def database(self) -> str:
         """The database URL without its password."""
-        return self._database
+        return self._db.name
 
     def unavailable(self, exc: BaseException) -> StoreUnavailableError | None:
-        """:func:`store_unavailable` for this store's database; logs the first failure of an interval."""
-        error = store_unavailable(exc, self._database)
-        if error is not None and error is not exc:
-            now = time.monotonic()
-            if now >= self._quiet_until:
-                self._quiet_until = now + FAULT_LOG_INTERVAL_SECONDS
-                logger.warning("%s", error)
-        return error
+        """:meth:`SqlDatabase.unavailable` of this store's database."""
+        return self._db.unavailable(exc)
+
+    @asynccontextmanager
+    async def _write_transaction(self) -> AsyncGenerator[AsyncConnection]:
+        """A write transaction (SQLite: ``BEGIN IMMEDIATE``); commits on exit, rolls back on error."""
+        async with self._engine.connect() as conn:
+            await conn.execution_options(**{WRITE_TRANSACTION_OPTION: True})
+            async with conn.begin():
+                yield conn
+
+    async def _first(self, query: Any) -> Row[*tuple[Any, ...]] | None:
+        """The first row of ``query`` (None when there is none), on a connection of its own."""
+        async with self._engine.connect() as conn:
+            return (await conn.execute(query)).first()
+
+    async def _select_one(self) -> None:
+        """``SELECT 1``: the database answers (the ``ping`` of the stores without a write probe)."""
+        async with self._engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
 
     async def _probe_write(self, conn: AsyncConnection, statement: Any) -> None:
         """Run ``statement`` (a write that changes nothing) in a write transaction on ``conn``, then roll back.

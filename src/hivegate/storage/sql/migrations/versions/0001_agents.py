@@ -6,7 +6,7 @@ Create Date: 2026-11-30
 
 Creates ``agents`` (one row per agent id, tombstoned by ``deleted_at``) and
 ``registry_state`` (one row, ``id = 1``, holding the registry revision, seeded at 0).
-The schema is spelled out here rather than imported from ``hivegate.storage.tables``
+The schema is spelled out here rather than imported from ``hivegate.storage.sql.tables``
 so this revision stays what it was when later revisions change the tables.
 """
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from sqlalchemy import Boolean, Column, Dialect, Index, Table, Text, TypeDecorator
 
-from hivegate.storage.tables import UtcDateTime, metadata
+from hivegate.storage.sql.tables import UtcDateTime, metadata
 
 __all__ = [
     "JsonObject",

@@ -12,17 +12,16 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, text
 
-from hivegate.storage.engine import (
+from hivegate.storage.sql.engine import (
     DEFAULT_LIMITS,
     WRITE_TRANSACTION_OPTION,
     DatabaseLimits,
-    create_sql_engine,
-    describe_database,
+    SqlDatabase,
     settle_sqlite_threads,
     store_unavailable,
 )
 
-__all__ = ["SCRIPT_LOCATION", "alembic_config", "upgrade"]
+__all__ = ["SCRIPT_LOCATION", "alembic_config", "migrate", "upgrade"]
 
 SCRIPT_LOCATION = Path(__file__).with_name("migrations")
 """The folder holding ``env.py`` and ``versions/``."""
@@ -47,27 +46,22 @@ def alembic_config(url: str | None = None) -> Config:
     return config
 
 
-async def upgrade(url: str, revision: str = "head", *, limits: DatabaseLimits = DEFAULT_LIMITS) -> None:
-    """Migrate the database at ``url`` to ``revision`` (default: the newest), in one transaction.
+async def migrate(database: SqlDatabase, revision: str = "head") -> None:
+    """Migrate ``database`` to ``revision`` (default: the newest), in one transaction on its engine.
 
     Idempotent: a database already at ``revision`` is left as it is. Concurrent
     callers are serialized (PostgreSQL: an advisory transaction lock; SQLite:
-    ``BEGIN IMMEDIATE``), so gateways starting together do not race.
-
-    Args:
-        url: a database URL as for :func:`hivegate.storage.engine.create_sql_engine`
-            (a SQLite file's missing parent folder is created).
-        revision: an Alembic revision id, or ``"head"``.
-        limits: the time limits of the migration's connection (each migration statement is
-            bounded by ``limits.statement_timeout_seconds``; raise it for a long migration).
+    ``BEGIN IMMEDIATE``), so gateways starting together do not race. Each migration statement
+    is bounded by the database's ``statement_timeout_seconds`` (raise it for a long migration).
 
     Raises:
         StoreUnavailableError: when the database is unreachable, does not answer in time, or
             a migration fails on a database error (nothing is applied; both backends have
-            transactional DDL here).
+            transactional DDL here). The pool is closed first; the failure is not logged
+            (the caller reports it, as one line).
         alembic.util.CommandError: for an unknown ``revision``.
     """
-    engine = create_sql_engine(url, limits)
+    engine = database.engine
     try:
         async with engine.connect() as connection:
             await connection.execution_options(**{WRITE_TRANSACTION_OPTION: True})
@@ -76,15 +70,27 @@ async def upgrade(url: str, revision: str = "head", *, limits: DatabaseLimits = 
                     await connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
                 await connection.run_sync(_upgrade, revision)
     except Exception as exc:
-        error = store_unavailable(exc, describe_database(engine.url))
+        error = store_unavailable(exc, database.name)
         if error is None or error is exc:
             raise
-        await engine.dispose()
+        await database.close()
         if engine.dialect.name == "sqlite":
             await settle_sqlite_threads()
         raise error from exc
+
+
+async def upgrade(url: str, revision: str = "head", *, limits: DatabaseLimits = DEFAULT_LIMITS) -> None:
+    """:func:`migrate` the database at ``url`` on an engine of its own, closed afterwards (tools and tests;
+    the gateway migrates on the engine its stores use, :func:`hivegate.storage.open_storage`).
+
+    Raises:
+        StoreUnavailableError, alembic.util.CommandError: as :func:`migrate`.
+    """
+    database = SqlDatabase(url, limits)
+    try:
+        await migrate(database, revision)
     finally:
-        await engine.dispose()
+        await database.close()
 
 
 def _upgrade(connection: Connection, revision: str) -> None:

@@ -1,0 +1,184 @@
+"""``Gateway.open(settings)``: the gateway's parts, built once and in order, before anything serves.
+
+:meth:`Gateway.open` opens the storage (one engine, one migration: :func:`hivegate.storage.open_storage`),
+loads the agent registry and applies the config file's agents, then builds the agent host, the
+credential gate, the OAuth authorization server and the MCP surfaces. Nothing is bound later:
+:func:`hivegate.app.create_app` takes a built gateway, and its lifespan only runs
+:meth:`Gateway.running` (the host's runtimes, the user endpoint's sessions, the registry poll
+and the OAuth purge) and then :meth:`Gateway.close`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import ssl
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import anyio
+
+from hivegate.agents.loader import load_agents_file
+from hivegate.agents.registry import AgentRegistry
+from hivegate.auth.gate import EndpointGate
+from hivegate.auth.oauth.cimd import ClientMetadataResolver
+from hivegate.auth.oauth.redirects import RedirectPolicy
+from hivegate.auth.oauth.server import AuthorizationServer
+from hivegate.auth.resolver import CredentialResolver
+from hivegate.auth.tokens import TokenCodec
+from hivegate.errors import StoreUnavailableError
+from hivegate.mcp.coverage import agent_coverage
+from hivegate.mcp.host import AgentHost
+from hivegate.mcp.routes import McpEndpoint
+from hivegate.mcp.user_endpoint import UserEndpoint
+from hivegate.settings import Settings
+from hivegate.storage import OAuthStore, Storage, open_storage
+
+__all__ = ["PURGE_INTERVAL_SECONDS", "Gateway", "Surfaces", "build_surfaces"]
+
+logger = logging.getLogger(__name__)
+
+PURGE_INTERVAL_SECONDS = 600.0
+"""How often expired OAuth requests, codes and refresh tokens are deleted."""
+
+
+@dataclass(frozen=True, slots=True)
+class Surfaces:
+    """The MCP endpoints (ASGI apps): ``agent`` serves ``/{agentId}/mcp``, ``user`` serves ``/mcp``."""
+
+    agent: McpEndpoint
+    user: UserEndpoint
+
+
+def build_surfaces(host: AgentHost, settings: Settings, gate: EndpointGate) -> Surfaces:
+    """The MCP endpoints over ``host``, behind ``gate`` (the one place that builds them)."""
+    return Surfaces(agent=McpEndpoint(host, settings, gate), user=UserEndpoint(host, settings, gate))
+
+
+@dataclass(eq=False)
+class Gateway:
+    """The parts of one gateway, built by :meth:`open`; it owns its storage and closes it (:meth:`close`)."""
+
+    settings: Settings
+    storage: Storage
+    registry: AgentRegistry
+    host: AgentHost
+    gate: EndpointGate
+    authorization_server: AuthorizationServer
+    surfaces: Surfaces
+    client_metadata: ClientMetadataResolver | None
+
+    @classmethod
+    async def open(cls, settings: Settings, *, storage: Storage | None = None) -> Gateway:
+        """Build the gateway for ``settings``.
+
+        Args:
+            settings: the validated settings (``base_url()`` names the issuer and the resources).
+            storage: the stores to use, already open (tests pass ``await open_storage("memory://")``);
+                by default those of ``settings.database.url``. The gateway owns them from here on:
+                they are closed by :meth:`close`, or at once when ``open`` fails.
+
+        Raises:
+            StoreUnavailableError: the database is unreachable, refuses the migration, or refuses
+                the config file's agents.
+            AgentsFileError: ``settings.config_file`` cannot be read as an agents file.
+        """
+        if storage is None:
+            storage = await open_storage(settings.database.url, settings.database.limits())
+        try:
+            registry = AgentRegistry(storage.agents)
+            await registry.refresh()
+            if settings.config_file is not None:
+                specs = load_agents_file(settings.config_file)
+                if specs:
+                    await registry.apply(specs)
+        except BaseException:
+            await storage.close()
+            raise
+        return cls._assemble(settings, storage, registry)
+
+    @classmethod
+    def _assemble(cls, settings: Settings, storage: Storage, registry: AgentRegistry) -> Gateway:
+        """The host, the credential gate, the authorization server and the surfaces over ``registry``."""
+        host = AgentHost(registry, settings)
+        base = settings.base_url()
+        security = settings.security
+        codec = TokenCodec(
+            base, security.token_signing_key.get_secret_value().encode(), security.access_token_ttl_seconds
+        )
+        resolver = CredentialResolver(
+            credentials=storage.credentials,
+            oauth=storage.oauth,
+            codec=codec,
+            cache_seconds=security.credential_cache_seconds,
+        )
+        gate = EndpointGate(resolver, base)
+        client_metadata = _client_metadata_resolver(settings)
+        authorization_server = AuthorizationServer(
+            settings=settings,
+            base_url=base,
+            credentials=storage.credentials,
+            store=storage.oauth,
+            registry=registry,
+            codec=codec,
+            client_metadata=client_metadata,
+            coverage=functools.partial(agent_coverage, host),
+        )
+        surfaces = build_surfaces(host, settings, gate)
+        return cls(settings, storage, registry, host, gate, authorization_server, surfaces, client_metadata)
+
+    @asynccontextmanager
+    async def running(self) -> AsyncGenerator[Gateway]:
+        """Run what runs while the gateway serves: the agents' runtimes, the user endpoint's sessions,
+        the registry poll (``database.poll_interval_seconds``) and the OAuth purge; all stop on exit."""
+        async with (
+            self.host.running(),
+            self.surfaces.user.running(),
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(self.registry.poll, self.settings.database.poll_interval_seconds)
+            tg.start_soon(_purge_expired, self.storage.oauth, PURGE_INTERVAL_SECONDS)
+            yield self
+            tg.cancel_scope.cancel()
+
+    async def close(self) -> None:
+        """Close the client-metadata fetcher and the storage. Idempotent."""
+        if self.client_metadata is not None:
+            await self.client_metadata.aclose()
+        await self.storage.close()
+
+
+async def _purge_expired(store: OAuthStore, interval_seconds: float) -> None:
+    """Delete expired authorization requests, codes and refresh tokens every ``interval_seconds``.
+
+    Failures are logged and retried at the next interval; they never stop the server.
+    """
+    while True:
+        await anyio.sleep(interval_seconds)
+        try:
+            removed = await store.purge_expired(datetime.now(UTC))
+        except StoreUnavailableError as exc:  # an outage must not end the server; the store logs it
+            logger.debug("purging expired OAuth records failed: %s", exc)
+            continue
+        except Exception:  # nor anything else
+            logger.warning("purging expired OAuth records failed", exc_info=True)
+            continue
+        if removed:
+            logger.debug("purged %d expired OAuth records", removed)
+
+
+def _client_metadata_resolver(settings: Settings) -> ClientMetadataResolver | None:
+    """The CIMD resolver the settings ask for, or None when client ID metadata documents are off."""
+    security = settings.security
+    if not security.client_metadata_documents:
+        return None
+    verify: ssl.SSLContext | bool = True
+    if security.client_metadata_ca_file is not None:
+        verify = ssl.create_default_context(cafile=str(security.client_metadata_ca_file))
+    return ClientMetadataResolver(
+        allow_private_addresses=security.client_metadata_allow_private_addresses,
+        verify=verify,
+        redirect_policy=RedirectPolicy(security.allowed_redirect_uris),
+    )
