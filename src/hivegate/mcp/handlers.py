@@ -14,7 +14,6 @@ and -32002 before it (SEP-2164).
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -49,16 +48,13 @@ from mcp_types import (
     Tool,
     UnsubscribeRequestParams,
 )
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from hivegate.backends.base import Backend
 from hivegate.errors import (
-    INTERNAL_ERROR,
     INVALID_PARAMS,
     LEGACY_RESOURCE_NOT_FOUND,
     AgentError,
-    GatewayError,
     InvalidParamsError,
     ResourceNotFoundError,
     UnknownPromptError,
@@ -66,6 +62,7 @@ from hivegate.errors import (
 )
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.prompts import check_prompt_arguments, render_prompt
+from hivegate.mcp.sdk_errors import guarded, to_mcp_error
 from hivegate.mcp.tools import build_invocation
 from hivegate.mcp.view import AgentView
 
@@ -82,30 +79,8 @@ M = TypeVar("M", bound=BaseModel)
 H = TypeVar("H", bound=Callable[..., Awaitable[Any]])
 
 
-def to_mcp_error(exc: GatewayError, protocol_version: str) -> MCPError:
-    """Render a gateway error as the JSON-RPC error of the request's protocol era."""
-    code = exc.jsonrpc_code
-    if isinstance(exc, ResourceNotFoundError) and protocol_version not in MODERN_PROTOCOL_VERSIONS:
-        code = LEGACY_RESOURCE_NOT_FOUND
-    return MCPError(code, exc.message, data=exc.data)
-
-
-def _guarded(handler: H) -> H:
-    """Map hivegate errors to their MCP form and hide unexpected exceptions behind -32603."""
-
-    @functools.wraps(handler)
-    async def wrapper(self: AgentHandlers, ctx: Ctx, params: Any) -> Any:
-        try:
-            return await handler(self, ctx, params)
-        except GatewayError as exc:
-            raise to_mcp_error(exc, ctx.protocol_version) from None
-        except (MCPError, ValidationError):
-            raise
-        except Exception:
-            logger.exception("agent %s: %s failed", self.view().spec.id, ctx.method)
-            raise MCPError(INTERNAL_ERROR, "Internal error") from None
-
-    return wrapper  # type: ignore[return-value]  # same signature as the wrapped handler
+_guarded = guarded(lambda self: f"agent {self.view().spec.id}")
+"""Map hivegate errors to their MCP form and hide unexpected exceptions behind -32603."""
 
 
 def _as(model: type[M], value: Any) -> M:

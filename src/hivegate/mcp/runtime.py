@@ -29,28 +29,11 @@ from hivegate.mcp.surface import McpSurface, SurfaceHandlers
 from hivegate.mcp.view import AgentView
 from hivegate.settings import Settings
 
-__all__ = ["AgentRuntime", "agent_surface_handlers"]
+__all__ = ["AgentRuntime"]
 
 logger = logging.getLogger(__name__)
 
 _CACHEABLE: tuple[str, ...] = get_args(CacheableMethod)
-
-
-def agent_surface_handlers(h: AgentHandlers) -> SurfaceHandlers:
-    """The agent's handlers as its surface registers them (both eras, plus the handshake-only methods)."""
-    return SurfaceHandlers(
-        list_tools=h.on_list_tools,
-        call_tool=h.on_call_tool,
-        list_resources=h.on_list_resources,
-        list_resource_templates=h.on_list_resource_templates,
-        read_resource=h.on_read_resource,
-        list_prompts=h.on_list_prompts,
-        get_prompt=h.on_get_prompt,
-        completion=h.on_completion,
-        subscribe=h.on_subscribe,
-        unsubscribe=h.on_unsubscribe,
-        set_logging_level=h.on_set_logging_level,
-    )
 
 
 async def _create_backend(spec: AgentSpec, task_group: anyio.abc.TaskGroup) -> Backend | None:
@@ -82,7 +65,7 @@ class AgentRuntime:
         self.handlers = AgentHandlers(lambda: self._view, codec, settings.mcp.default_page_size)
         self.surface = McpSurface(
             view.spec.id,
-            agent_surface_handlers(self.handlers),
+            SurfaceHandlers.of(self.handlers),
             settings,
             journal,
             per_user=False,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 import anyio
@@ -103,6 +103,13 @@ class SurfaceHandlers:
     subscribe: Handler | None = None
     unsubscribe: Handler | None = None
     set_logging_level: Handler | None = None
+
+    @classmethod
+    def of(cls, handlers: object) -> SurfaceHandlers:
+        """The ``on_{field}`` methods of ``handlers`` (an endpoint kind's handler object); the
+        handshake-only ones it lacks stay unregistered."""
+        found = {f.name: getattr(handlers, f"on_{f.name}", None) for f in fields(cls)}
+        return cls(**{name: handler for name, handler in found.items() if handler is not None})
 
 
 class _ListChangedServer(Server[Any]):

@@ -83,19 +83,6 @@ _LEAN_METHODS = frozenset({"tools/list", "ping", "server/discover"})
 """Methods whose user handlers consult no agent backend (``tools/call`` is checked per agent)."""
 
 
-def _user_surface_handlers(h: UserHandlers) -> SurfaceHandlers:
-    return SurfaceHandlers(
-        list_tools=h.on_list_tools,
-        call_tool=h.on_call_tool,
-        list_resources=h.on_list_resources,
-        list_resource_templates=h.on_list_resource_templates,
-        read_resource=h.on_read_resource,
-        list_prompts=h.on_list_prompts,
-        get_prompt=h.on_get_prompt,
-        completion=h.on_completion,
-    )
-
-
 class UserEndpoint:
     """ASGI app for ``/mcp``. Serve requests inside ``async with endpoint.running():``.
 
@@ -114,7 +101,7 @@ class UserEndpoint:
         self.handlers = UserHandlers(host, self._agents, codec, settings.mcp.default_page_size, self._relay)
         self.surface = McpSurface(
             USER_SERVER_NAME,
-            _user_surface_handlers(self.handlers),
+            SurfaceHandlers.of(self.handlers),
             settings,
             host.events,
             per_user=True,

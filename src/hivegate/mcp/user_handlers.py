@@ -23,7 +23,6 @@ is -32602 with ``data.uri`` on 2026-07-28 and -32002 before it.
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -54,25 +53,23 @@ from mcp_types import (
     Resource,
     Tool,
 )
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from hivegate.agents.model import AGENT_ID_PATTERN, AgentSpec
 from hivegate.agents.registry import AgentChange
 from hivegate.auth.principal import Principal, current_principal
 from hivegate.errors import (
-    INTERNAL_ERROR,
     INVALID_PARAMS,
     LEGACY_RESOURCE_NOT_FOUND,
     AgentUnavailableError,
-    GatewayError,
     ResourceNotFoundError,
     UnknownPromptError,
     UnknownToolError,
 )
-from hivegate.mcp.handlers import to_mcp_error
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.runtime import AgentRuntime
+from hivegate.mcp.sdk_errors import guarded
 
 __all__ = ["OwnedAgents", "UserHandlers", "prefixed_name", "unwrap_resource_uri", "wrap_resource_uri"]
 
@@ -154,22 +151,8 @@ class OwnedAgents:
         ]
 
 
-def _guarded(handler: H) -> H:
-    """Map hivegate errors to their MCP form and hide unexpected exceptions behind -32603."""
-
-    @functools.wraps(handler)
-    async def wrapper(self: UserHandlers, ctx: Ctx, params: Any) -> Any:
-        try:
-            return await handler(self, ctx, params)
-        except GatewayError as exc:
-            raise to_mcp_error(exc, ctx.protocol_version) from None
-        except (MCPError, ValidationError):
-            raise
-        except Exception:
-            logger.exception("user endpoint: %s failed", ctx.method)
-            raise MCPError(INTERNAL_ERROR, "Internal error") from None
-
-    return wrapper  # type: ignore[return-value]  # same signature as the wrapped handler
+_guarded = guarded(lambda self: "user endpoint")
+"""Map hivegate errors to their MCP form and hide unexpected exceptions behind -32603."""
 
 
 def _with_params(ctx: Ctx, **changes: Any) -> Ctx:
