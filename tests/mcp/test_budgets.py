@@ -242,8 +242,8 @@ class _WatchedBudget(Budget):
         super().__init__("sessions", per_principal=2, total=2, retry_after_seconds=1)
         self.returned = anyio.Event()
 
-    def _return(self, key: str, amount: int = 1) -> None:
-        super()._return(key, amount)
+    def give_back(self, key: str, amount: int = 1) -> None:
+        super().give_back(key, amount)
         self.returned.set()
 
 

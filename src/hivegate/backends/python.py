@@ -17,7 +17,6 @@ from typing import Any, cast
 
 import anyio
 import anyio.abc
-from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import MCPServer
@@ -28,6 +27,7 @@ from mcp_types import METHOD_NOT_FOUND
 from hivegate.agents.model import AgentSpec, PythonBackendSpec
 from hivegate.backends.base import DeltaSink, Invocation
 from hivegate.errors import AgentError, InvalidRequestError
+from hivegate.mcp.sdk_bridge import is_sdk_tracing, mcpserver_parts
 
 __all__ = ["BackendLoadError", "CallableBackend", "SdkServerBackend", "create_python_backend", "import_object"]
 
@@ -136,14 +136,15 @@ class SdkServerBackend:
         self._mcp_server: MCPServer[Any] | None = None
         if isinstance(target, MCPServer):
             self._mcp_server = cast(MCPServer[Any], target)
-            self._server: Server[Any] = cast(Server[Any], target._lowlevel_server)  # pyright: ignore[reportPrivateUsage]  # the SDK exposes no public accessor
-            self.subscription_bus: SubscriptionBus | None = target._subscriptions  # pyright: ignore[reportPrivateUsage]  # same
+            self._server: Server[Any]
+            self.subscription_bus: SubscriptionBus | None
+            self._server, self.subscription_bus = mcpserver_parts(self._mcp_server)
         elif isinstance(target, Server):
             self._server = cast(Server[Any], target)
             self.subscription_bus = None
         else:
             raise BackendLoadError(f"{target!r} is neither an mcp MCPServer nor a low-level Server")
-        self._middleware = [m for m in self._server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
+        self._middleware = [m for m in self._server.middleware if not is_sdk_tracing(m)]
         self._lifespan_state: Any = None
         self._stop = anyio.Event()
         self._stopped = anyio.Event()

@@ -78,7 +78,7 @@ class Slot:
         """Give the slot back to its budget; later calls do nothing."""
         if not self._released:
             self._released = True
-            self._budget._return(self.key)  # pyright: ignore[reportPrivateUsage]  # Slot and Budget are one unit
+            self._budget.give_back(self.key)
 
 
 class Budget:
@@ -142,15 +142,18 @@ class Budget:
             CapacityExhaustedError: ``total`` slots are held in all, or ``key`` is anonymous and
                 anonymous keys hold ``anonymous_total`` (503).
         """
-        self._take(key, 1)
+        self.take(key, 1)
         return Slot(self, key)
 
     def charge(self, key: str) -> Charge:
         """An empty :class:`Charge` of ``key`` on this budget (a byte-weighted budget's units are bytes)."""
         return Charge(self, key)
 
-    def _take(self, key: str, amount: int) -> None:
-        """Count ``amount`` more units for ``key``, or raise as :meth:`acquire` if a cap would be passed."""
+    def take(self, key: str, amount: int) -> None:
+        """Count ``amount`` more units for ``key``, or raise as :meth:`acquire` if a cap would be passed.
+
+        The counting under :class:`Slot` and :class:`Charge`; hold units through those instead.
+        """
         held = self._held.get(key, 0)
         if held + amount > self.per_principal:
             raise BudgetExceededError(
@@ -189,7 +192,8 @@ class Budget:
         finally:
             slot.release()
 
-    def _return(self, key: str, amount: int = 1) -> None:
+    def give_back(self, key: str, amount: int = 1) -> None:
+        """Count ``amount`` fewer units for ``key`` (held ones: :class:`Slot` and :class:`Charge` call this)."""
         held = self._held[key] - amount
         if held:
             self._held[key] = held
@@ -224,13 +228,13 @@ class Charge:
                 charged before stays charged until :meth:`release`).
         """
         if amount:
-            self._budget._take(self.key, amount)  # pyright: ignore[reportPrivateUsage]  # Charge and Budget are one unit
+            self._budget.take(self.key, amount)
             self.held += amount
 
     def release(self) -> None:
         """Return every unit charged so far; later calls do nothing (until :meth:`add` again)."""
         if self.held:
-            self._budget._return(self.key, self.held)  # pyright: ignore[reportPrivateUsage]
+            self._budget.give_back(self.key, self.held)
             self.held = 0
 
     def __enter__(self) -> Charge:

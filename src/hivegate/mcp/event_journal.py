@@ -110,16 +110,16 @@ class SessionEvents:
             if stream is not None:
                 self._retired.add(stream)
             stream = self._current[stream_id] = _Stream(self, stream_id)
-        return self._journal._append(stream, message)  # pyright: ignore[reportPrivateUsage]  # the journal's own session
+        return self._journal.append_event(stream, message)
 
     def holds(self, event_id: str) -> bool:
         """Whether ``event_id`` is a kept event of this session."""
-        event = self._journal._events.get(event_id)  # pyright: ignore[reportPrivateUsage]
+        event = self._journal.event(event_id)
         return event is not None and event.stream.session is self
 
     def replay_after(self, event_id: str) -> tuple[StreamId, list[EventMessage]] | None:
         """The stream of ``event_id`` and its later messages, oldest first; None if this session has no such event."""
-        event = self._journal._events.get(event_id)  # pyright: ignore[reportPrivateUsage]
+        event = self._journal.event(event_id)
         if event is None or event.stream.session is not self:
             return None
         later = [
@@ -135,15 +135,17 @@ class SessionEvents:
             return
         self.closed = True
         for stream in [*self._current.values(), *self._retired]:
-            self._journal._drop(stream)  # pyright: ignore[reportPrivateUsage]
+            self._journal.drop_stream(stream)
         self._current.clear()
         self._retired.clear()
-        self._journal._session_closed(self.account)  # pyright: ignore[reportPrivateUsage]
+        self._journal.session_closed(self.account)
 
-    def _joined(self, stream: _Stream) -> None:
+    def stream_joined(self, stream: _Stream) -> None:
+        """The journal kept an event on ``stream`` (it is current again if it was emptied)."""
         self._current.setdefault(stream.stream_id, stream)
 
-    def _emptied(self, stream: _Stream) -> None:
+    def stream_emptied(self, stream: _Stream) -> None:
+        """The journal evicted the last event of ``stream``."""
         if self._current.get(stream.stream_id) is stream:
             del self._current[stream.stream_id]
         self._retired.discard(stream)
@@ -199,7 +201,12 @@ class EventJournal:
 
     # -- the sessions' side ------------------------------------------------------------
 
-    def _append(self, stream: _Stream, message: JSONRPCMessage | None) -> EventId:
+    def event(self, event_id: str) -> _Event | None:
+        """The kept event ``event_id``, if any (for :class:`SessionEvents`)."""
+        return self._events.get(event_id)
+
+    def append_event(self, stream: _Stream, message: JSONRPCMessage | None) -> EventId:
+        """Keep ``message`` on ``stream`` (a session's: :meth:`SessionEvents.append`), evicting oldest first."""
         size = EVENT_OVERHEAD_BYTES
         if message is not None:
             size += len(message.model_dump_json(by_alias=True, exclude_unset=True).encode())
@@ -207,7 +214,7 @@ class EventJournal:
         limit = min(self._bytes_per_account, self._bytes_anonymous if anonymous else self._bytes_total)
         if size > limit:
             # Too large to keep: keep a cursor, and no earlier cursor of the stream (that would skip it).
-            self._drop(stream)
+            self.drop_stream(stream)
             message, size = None, EVENT_OVERHEAD_BYTES
         account = self._accounts[stream.session.account]
         while account.bytes + size > self._bytes_per_account:
@@ -220,7 +227,7 @@ class EventJournal:
         self._events[event.event_id] = event
         account.events[event.event_id] = event
         stream.events[event.event_id] = event
-        stream.session._joined(stream)  # pyright: ignore[reportPrivateUsage]  # evictions above may have emptied it
+        stream.session.stream_joined(stream)  # evictions above may have emptied it
         account.bytes += size
         self._bytes += size
         if anonymous:
@@ -240,14 +247,15 @@ class EventJournal:
         if self._anonymous_events.pop(event.event_id, None) is not None:
             self._anonymous_bytes -= event.size
         if not stream.events:
-            stream.session._emptied(stream)  # pyright: ignore[reportPrivateUsage]
+            stream.session.stream_emptied(stream)
 
-    def _drop(self, stream: _Stream) -> None:
+    def drop_stream(self, stream: _Stream) -> None:
         """Forget every event of ``stream``."""
         for event in list(stream.events.values()):
             self._evict(event)
 
-    def _session_closed(self, account: str) -> None:
+    def session_closed(self, account: str) -> None:
+        """A session charged to ``account`` closed (the account goes once it has no sessions and no events)."""
         found = self._accounts.get(account)
         if found is None:
             return

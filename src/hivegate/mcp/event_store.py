@@ -44,7 +44,7 @@ from hivegate.auth.principal import CredentialKind, Principal, current_principal
 from hivegate.errors import UnknownEventIdError
 from hivegate.mcp.budgets import principal_key
 from hivegate.mcp.event_journal import EventJournal, SessionEvents
-from hivegate.mcp.legacy_sessions import session_connection
+from hivegate.mcp.sdk_bridge import session_connection
 
 __all__ = ["EndpointEventStore", "principal_keys"]
 

@@ -4,8 +4,9 @@ The stateless revision needs no session, no stream and no task per request, so a
 that cannot produce a notification is served here instead of through the SDK's transport:
 the same validation ladder (the SDK's own ``classify_inbound_request``, ``Mcp-Param-*``
 validation and per-version surface validation), then the very handler registered on the
-endpoint's SDK ``Server`` (an agent's, or the user-level endpoint's), then the SDK's result
-shaping (cache hints, ``resultType``, ``_meta`` serverInfo), serialized with orjson.
+endpoint's SDK ``Server`` (an agent's, or the user-level endpoint's), then the SDK's own result
+shaping (cache hints, the per-version result surface, ``resultType``, ``_meta`` serverInfo), both
+through :func:`hivegate.mcp.sdk_bridge.run_handler`, serialized with orjson.
 
 Taken only when all hold: the ``MCP-Protocol-Version`` header names a modern revision, the
 body is one JSON-RPC request (an object with an ``id``) for a method listed in
@@ -21,20 +22,12 @@ SEP-2243 (headers), SEP-2549 (cache hints), spec PR #3002 (serverInfo in results
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Mapping
 from typing import Any
 
-import anyio
 import orjson
-from mcp.server.caching import apply_cache_hint
-from mcp.server.connection import Connection
-from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel.server import Server
-from mcp.server.session import ServerSession
-from mcp.shared.dispatcher import CallOptions
-from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
     InboundLadderRejection,
@@ -42,20 +35,12 @@ from mcp.shared.inbound import (
     find_duplicated_routing_header,
     validate_mcp_param_headers,
 )
-from mcp.shared.transport_context import TransportContext
-from mcp_types import (
-    HEADER_MISMATCH,
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    LOG_LEVEL_META_KEY,
-    CacheableResult,
-    RequestId,
-)
-from mcp_types import methods as surface
+from mcp_types import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, LOG_LEVEL_META_KEY, RequestId
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from starlette.types import Send
 
+from hivegate.mcp.sdk_bridge import call_handler, run_handler, silent_session
 from hivegate.mcp.surface import EndpointTarget
 
 __all__ = ["FAST_METHODS", "dispatch", "fast_candidate", "respond_json", "serve_fast", "silent_session"]
@@ -76,33 +61,9 @@ FAST_METHODS = frozenset(
     }
 )
 _JSON_HEADERS = [(b"content-type", b"application/json")]
-_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 
-
-class _SingleResponseContext:
-    """The dispatch context of a request that cannot stream: no notifications, no server requests.
-
-    Structurally a ``mcp.shared.dispatcher.DispatchContext``.
-    """
-
-    can_send_request = False
-
-    def __init__(self, request_id: RequestId | None, headers: Mapping[str, str]) -> None:
-        self.transport = TransportContext(kind="streamable-http", can_send_request=False, headers=headers)
-        self.request_id = request_id
-        self.message_metadata = None
-        self.cancel_requested = anyio.Event()
-
-    async def send_raw_request(
-        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
-    ) -> dict[str, Any]:
-        raise NoBackChannelError(method)
-
-    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
-        return None
-
-    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        return None
+dispatch = call_handler
+"""Validate and run ``server``'s handler for one request, unshaped (:func:`hivegate.mcp.sdk_bridge.call_handler`)."""
 
 
 def fast_candidate(target: EndpointTarget, headers: Mapping[str, str], decoded: Any) -> dict[str, Any] | None:
@@ -135,78 +96,6 @@ def _mcp_param_rejection(
         # Without an annotation there is nothing to mirror: unannotated Mcp-Param-* headers are ignored.
         return None
     return validate_mcp_param_headers(schema, arguments, headers)
-
-
-@functools.cache
-def silent_session(version: str) -> ServerSession:
-    """A session that cannot send anything: no notifications, no server-to-client requests.
-
-    Requests on the lean path carry no progress token and no log level, and their agents have
-    no SDK server backend, so the handlers never send on ``ctx.session``; sharing one inert
-    session per protocol version saves building a connection (four events) per request. Its
-    capabilities are empty: nothing on this path may consult the client's capabilities.
-    """
-    connection = Connection.from_envelope(version, None, {})
-    return ServerSession(_SingleResponseContext(None, {}), connection, request_meta=None)  # type: ignore[arg-type]  # a structural DispatchContext
-
-
-async def dispatch(
-    server: Server[Any], method: str, params: dict[str, Any], request_id: RequestId, version: str
-) -> Any:
-    """Validate ``params`` for ``method`` at ``version`` and run ``server``'s registered handler.
-
-    The same steps as the SDK's ``ServerRunner``: per-version surface validation (unknown at this
-    version → -32601), the handler's params model, then the handler itself.
-
-    Raises:
-        MCPError: a protocol error from validation or the handler.
-        pydantic.ValidationError: the params do not validate (-32602 on the wire).
-    """
-    try:
-        surface.validate_client_request(method, version, params)
-    except KeyError:
-        raise MCPError(-32601, "Method not found", data=method) from None
-    entry = server.get_request_handler(method)
-    if entry is None:
-        raise MCPError(-32601, "Method not found", data=method)
-    typed = entry.params_type.model_validate(params, by_name=False)
-    meta = params.get("_meta")
-    ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
-        session=silent_session(version),
-        lifespan_context={},
-        protocol_version=version,
-        method=method,
-        params=params,
-        request_id=request_id,
-        meta=meta,
-    )
-    return await entry.handler(ctx, typed)
-
-
-def _shape(target: EndpointTarget, method: str, result: Any) -> dict[str, Any]:
-    """The SDK's outbound shaping for a modern result: cache hints, ``resultType``, serverInfo stamp.
-
-    Mirrors ``ServerRunner._serialize``: a hint fills only the fields the handler left unset,
-    and never an ``input_required`` result.
-    """
-    hint = target.surface.server.cache_hints.get(method)
-    if isinstance(result, CacheableResult):
-        if hint is not None:
-            result = apply_cache_hint(result, hint)
-        dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-    elif isinstance(result, BaseModel):
-        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-    else:
-        dumped = dict(result)
-        if hint is not None and dumped.get("resultType") != "input_required":
-            dumped = {"ttlMs": hint.ttl_ms, "cacheScope": hint.scope, **dumped}
-    dumped.setdefault("resultType", "complete")
-    meta = dumped.get("_meta")
-    if meta is None:
-        dumped["_meta"] = {_SERVER_INFO_KEY: target.surface.server_info}
-    elif isinstance(meta, dict) and meta.get(_SERVER_INFO_KEY) is None:
-        dumped["_meta"] = {**meta, _SERVER_INFO_KEY: target.surface.server_info}
-    return dumped
 
 
 async def respond_json(
@@ -257,8 +146,8 @@ async def serve_fast(
             return
     try:
         params = decoded.get("params") or {}
-        result = await dispatch(target.surface.server, method, params, request_id, verdict.protocol_version)
-        payload = {"jsonrpc": "2.0", "id": request_id, "result": _shape(target, method, result)}
+        result = await run_handler(target.surface.server, method, params, request_id, verdict.protocol_version)
+        payload = {"jsonrpc": "2.0", "id": request_id, "result": result}
     except MCPError as exc:
         await _error(send, request_id, exc.code, exc.message, exc.data)
         return

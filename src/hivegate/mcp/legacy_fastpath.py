@@ -8,7 +8,8 @@ of the caller, is answered here with one ``application/json`` object — which t
 handshake-era transport allows for any POSTed request (Spec: MCP 2025-11-25
 basic/transports#sending-messages-to-the-server, "either text/event-stream … or
 application/json") — by the very handler registered on the endpoint's SDK ``Server``, shaped by
-the SDK's per-version result surface (no 2026 fields reach a legacy client).
+the SDK's own result shaping with its per-version result surface (no 2026 fields reach a legacy
+client): :func:`hivegate.mcp.sdk_bridge.run_handler`.
 
 A request is served here only while the SDK still holds the session and has seen it
 initialized (:class:`hivegate.mcp.legacy_sessions.LegacySessions`), so an expired or deleted
@@ -31,12 +32,12 @@ from typing import Any
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, PROTOCOL_VERSION_META_KEY, RequestId
-from mcp_types import methods as surface
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from starlette.types import Send
 
-from hivegate.mcp.fastpath import FAST_METHODS, dispatch, respond_json
+from hivegate.mcp.fastpath import FAST_METHODS, respond_json
+from hivegate.mcp.sdk_bridge import run_handler
 from hivegate.mcp.surface import EndpointTarget
 
 __all__ = [
@@ -86,21 +87,13 @@ def legacy_candidate(
     return sessions.ready_version(session_id)
 
 
-def _shape(method: str, version: str, result: Any) -> dict[str, Any]:
-    dumped: dict[str, Any] = (
-        result.model_dump(by_alias=True, mode="json", exclude_none=True) if isinstance(result, BaseModel) else result
-    )
-    # The SDK's sieve for handshake-era results: only the fields this revision defines.
-    return surface.serialize_server_result(method, version, dumped)
-
-
 async def _answer(
     server: Server[Any], agent: str, method: str, params: dict[str, Any], request_id: RequestId, version: str
 ) -> dict[str, Any]:
     """The JSON-RPC response of one request run by ``server``'s handler at ``version`` (never raises)."""
     try:
-        result = await dispatch(server, method, params, request_id, version)
-        return {"jsonrpc": "2.0", "id": request_id, "result": _shape(method, version, result)}
+        result = await run_handler(server, method, params, request_id, version)
+        return {"jsonrpc": "2.0", "id": request_id, "result": result}
     except MCPError as exc:
         return {"jsonrpc": "2.0", "id": request_id, "error": exc.error.model_dump(mode="json", exclude_none=True)}
     except ValidationError:

@@ -17,9 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
-from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
-from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -27,8 +24,15 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from starlette.types import Message, Send
 
 from hivegate.mcp.budgets import Slot, take_opening_slot
+from hivegate.mcp.sdk_bridge import (
+    ObservedSessionManager,
+    idle_expired,
+    live_session_ids,
+    restart_idle_countdown,
+    session_transport,
+)
 
-__all__ = ["BudgetedSessionManager", "LegacySessions", "negotiated_version", "session_connection"]
+__all__ = ["BudgetedSessionManager", "LegacySessions", "negotiated_version"]
 
 
 def negotiated_version(initialize_params: Any) -> str:
@@ -37,38 +41,27 @@ def negotiated_version(initialize_params: Any) -> str:
     return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
 
 
-class BudgetedSessionManager(StreamableHTTPSessionManager):
+class BudgetedSessionManager(ObservedSessionManager):
     """The SDK's ``StreamableHTTPSessionManager`` (same arguments), holding one budget slot per open session.
 
     A session takes the slot its opening request was offered (:func:`hivegate.mcp.budgets.opening_session`)
     when the SDK admits it, and returns it when the SDK discards it: every way a session ends goes
-    through that one method (mcp==2.3.0, which is pinned).
+    through that one hook (:class:`hivegate.mcp.sdk_bridge.ObservedSessionManager`).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._slots: dict[str, Slot] = {}
 
-    def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
-        transport = super()._admit_session(requestor)
-        if transport is not None and transport.mcp_session_id is not None:
-            slot = take_opening_slot()
-            if slot is not None:
-                self._slots[transport.mcp_session_id] = slot
-        return transport
+    def session_admitted(self, session_id: str) -> None:
+        slot = take_opening_slot()
+        if slot is not None:
+            self._slots[session_id] = slot
 
-    async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
+    def session_discarded(self, session_id: str) -> None:
         slot = self._slots.pop(session_id, None)
         if slot is not None:  # before any await: the slot is back even if this task is being cancelled
             slot.release()
-        await super()._discard_session(session_id, transport)
-
-
-def session_connection(session: ServerSession) -> Connection:
-    """The connection behind a request's session handle: its ``state`` and ``exit_stack`` (unwound
-    when the SDK ends the connection: DELETE, idle expiry, shutdown)."""
-    # ServerRequestContext exposes the connection only through the session handle's private field.
-    return session._connection  # pyright: ignore[reportPrivateUsage]  # mcp==2.3.0 is pinned
 
 
 class LegacySessions:
@@ -88,8 +81,7 @@ class LegacySessions:
         self._sessions: dict[str, tuple[str | None, ServerSession]] = {}
 
     def _transport(self, session_id: str) -> StreamableHTTPServerTransport | None:
-        # The manager exposes no lookup; its session table is the one source of truth for liveness.
-        return self._manager._server_instances.get(session_id)  # pyright: ignore[reportPrivateUsage]  # mcp==2.3.0 is pinned
+        return session_transport(self._manager, session_id)
 
     def watch_initialize(self, params: Any, send: Send, owner: str | None = None) -> Send:
         """Wrap ``send`` of an ``initialize`` POST: remember the session it opens, its version and ``owner``."""
@@ -138,7 +130,7 @@ class LegacySessions:
 
     def notifiable(self, audiences: frozenset[str] | None = None) -> list[tuple[str, ServerSession]]:
         """The remembered sessions the SDK still holds, of ``audiences`` (None: all), with their handles."""
-        live = self._manager._server_instances  # pyright: ignore[reportPrivateUsage]  # see _transport
+        live = live_session_ids(self._manager)
         return [
             (sid, session)
             for sid, (audience, session) in self._sessions.items()
@@ -159,21 +151,17 @@ class LegacySessions:
         if transport is None or transport.is_terminated:
             self._ready.pop(session_id, None)
             return None
-        idle = transport.idle_scope
-        if idle is not None and idle.cancel_called:
-            return None
-        return version
+        return None if idle_expired(transport) else version
 
     def touch(self, session_id: str) -> None:
         """Count a request served here as activity (restart the idle countdown unless one is in flight)."""
         transport = self._transport(session_id)
-        idle = transport.idle_scope if transport is not None else None
-        if idle is not None and idle.deadline != float("inf"):
-            idle.deadline = anyio.current_time() + self._idle_timeout_seconds
+        if transport is not None:
+            restart_idle_countdown(transport, self._idle_timeout_seconds)
 
     def _prune(self) -> None:
         """Drop records of sessions the SDK no longer holds (expired), keeping the tables bounded."""
-        live = self._manager._server_instances  # pyright: ignore[reportPrivateUsage]  # see _transport
+        live = live_session_ids(self._manager)
         if len(self._pending) + len(self._ready) + len(self._owners) + len(self._sessions) > 4 * len(live) + 64:
             self._pending = {k: v for k, v in self._pending.items() if k in live}
             self._ready = {k: v for k, v in self._ready.items() if k in live}

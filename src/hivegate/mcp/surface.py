@@ -49,6 +49,7 @@ from hivegate.auth.principal import Principal, current_principal, principal_scop
 from hivegate.mcp.event_journal import EventJournal
 from hivegate.mcp.event_store import EndpointEventStore
 from hivegate.mcp.legacy_sessions import BudgetedSessionManager, LegacySessions
+from hivegate.mcp.sdk_bridge import refresh_server_info
 from hivegate.settings import Settings
 
 __all__ = ["PRINCIPAL_KEY", "EndpointTarget", "McpSurface", "SurfaceBus", "SurfaceHandlers", "audience_key"]
@@ -210,8 +211,6 @@ class McpSurface:
             max_sessions=settings.mcp.max_sessions_per_agent,
         )
         self.sessions = LegacySessions(self.manager, settings.mcp.session_idle_timeout_seconds)
-        self.server_info: dict[str, Any] = {}
-        """The server's ``serverInfo`` as a wire dict (shared: callers must not mutate it)."""
         self.refresh_identity()
 
     def _build_server(
@@ -248,10 +247,8 @@ class McpSurface:
         return server
 
     def refresh_identity(self) -> None:
-        """Re-read the server's identity fields (after changing ``name``, ``title`` …) into :attr:`server_info`."""
-        server = self.server
-        server.__dict__.pop("_server_info_stamp_source", None)  # drop the SDK's cached serverInfo dump
-        self.server_info = server.server_info.model_dump(by_alias=True, mode="json", exclude_none=True)
+        """Make results carry the server's identity fields again (after changing ``name``, ``title`` …)."""
+        refresh_server_info(self.server)
 
     # -- sessions ----------------------------------------------------------------------
 
