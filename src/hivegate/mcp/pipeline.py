@@ -9,7 +9,8 @@ steps, in order:
    and the body's bytes are charged to it (:mod:`hivegate.mcp.budgets`);
 3. reply negotiation (:mod:`hivegate.mcp.negotiation`) and the target (:meth:`EndpointKind.target`);
 4. the body (:func:`~hivegate.mcp.transport.read_mcp_post`); a 2025-03-26 session's batch is
-   split and each element served from step 3 on (:mod:`hivegate.mcp.batch`);
+   split and each element admitted again (step 2, its bytes already charged) and served from
+   step 3 on (:mod:`hivegate.mcp.batch`);
 5. era dispatch: a plain 2026-07-28 request takes the lean path (:mod:`hivegate.mcp.fastpath`);
    a handshake-era one without a session is answered one-shot, one inside an initialized
    session of the caller takes the lean legacy path (:mod:`hivegate.mcp.legacy_fastpath`);
@@ -207,7 +208,9 @@ class McpPipeline:
 
         async def serve_one(body: bytes, send: Send) -> None:
             element_scope, element_headers = element_request(request.scope, request.headers, body)
-            element = request._replace(scope=element_scope, headers=element_headers)
-            await self._serve_admitted(element, replay_receive(body, receive), send, None)
+            principal = await self._kind.admit(element_scope, request.pairs)  # each element is checked again
+            element = _Request(element_scope, request.pairs, element_headers, principal)
+            with principal_scope(principal):
+                await self._serve_admitted(element, replay_receive(body, receive), send, None)
 
         return serve_one
