@@ -24,6 +24,7 @@ What is touched, and what to check on an SDK upgrade:
   deadline ends an idle session, suspended with an infinite deadline while a request is in flight.
 - :func:`session_connection`: ``ServerSession._connection``.
 - :func:`refresh_server_info`: ``Server._server_info_stamp_source`` (a ``functools.cached_property``).
+- :func:`deliver_now`: ``InMemorySubscriptionBus._listeners``.
 - :func:`mcpserver_parts`: ``MCPServer._lowlevel_server``, ``MCPServer._subscriptions``.
 - :func:`is_sdk_tracing`: the private module ``mcp.server._otel``.
 
@@ -49,7 +50,7 @@ from mcp.server.runner import ServerRunner
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.subscriptions import SubscriptionBus
+from mcp.server.subscriptions import InMemorySubscriptionBus, ServerEvent, SubscriptionBus
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.transport_context import TransportContext
@@ -60,6 +61,7 @@ from mcp_types.version import LATEST_MODERN_VERSION
 __all__ = [
     "ObservedSessionManager",
     "call_handler",
+    "deliver_now",
     "idle_expired",
     "is_sdk_tracing",
     "live_session_ids",
@@ -286,6 +288,18 @@ def refresh_server_info(server: Server[Any]) -> dict[str, Any]:
     """
     server.__dict__.pop("_server_info_stamp_source", None)  # mcp==2.3.0: a functools.cached_property
     return server.server_info.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def deliver_now(bus: InMemorySubscriptionBus, event: ServerEvent) -> None:
+    """Deliver ``event`` to ``bus``'s listeners synchronously, now (``publish`` is async and yields).
+
+    A raising listener is logged and skipped, as ``publish`` does.
+    """
+    for listener in list(bus._listeners.values()):  # pyright: ignore[reportPrivateUsage]  # mcp==2.3.0
+        try:
+            listener(event)
+        except Exception:  # fan-out boundary
+            logger.exception("listen-stream listener raised")
 
 
 def mcpserver_parts(target: MCPServer[Any]) -> tuple[Server[Any], SubscriptionBus]:
