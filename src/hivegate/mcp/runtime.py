@@ -1,9 +1,11 @@
-"""One agent's running MCP server: its low-level SDK ``Server``, session manager, backend and change fan-out.
+"""One agent's running MCP server: its surface (SDK ``Server``, session manager, sessions, bus), backend, changes.
 
-Each agent gets its own ``Server`` (so ``serverInfo``, capabilities and cache hints are the
-agent's) and its own ``StreamableHTTPSessionManager`` (so a handshake-era ``Mcp-Session-Id``
-opened on one agent's path is unknown — 404 — on every other agent's path). Both are cheap
-(microseconds, about 2 KiB) and built on the first request to the agent.
+Each agent gets its own :class:`~hivegate.mcp.surface.McpSurface` (so ``serverInfo``,
+capabilities and cache hints are the agent's, and a handshake-era ``Mcp-Session-Id`` opened on
+one agent's path is unknown — 404 — on every other agent's path), built from its
+:class:`~hivegate.mcp.handlers.AgentHandlers`. It is cheap (microseconds, a few KiB) and built
+on the first request to the agent. A spec change is applied in place and announced
+(:meth:`AgentRuntime.update`).
 
 Spec: MCP 2025-11-25 basic/transports#session-management; MCP 2026-07-28
 basic/utilities/subscriptions (``subscriptions/listen``).
