@@ -12,7 +12,11 @@ Spec: MCP 2026-07-28 basic/transports; MCP 2025-11-25 basic/transports#session-m
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,12 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.test_legacy_fast_path_parity import _messages  # pyright: ignore[reportPrivateUsage]
-from tests.e2e.test_user_endpoint import (
-    AGENTS,
-    _cli,  # pyright: ignore[reportPrivateUsage]  # the sibling e2e module's helpers
-    _key,  # pyright: ignore[reportPrivateUsage]
-)
+from tests.e2e.test_user_endpoint import AGENTS
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
 LEGACY = "2025-11-25"
@@ -33,6 +32,7 @@ MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 TIMEOUT_SECONDS = 30
+CLI_TIMEOUT_SECONDS = 90
 
 CALLS: dict[str, tuple[str, dict[str, Any], str | None]] = {
     "tools/call": ("tools/call", {"name": "alice-echo", "arguments": {"message": "hi there"}}, "alice-echo"),
@@ -55,6 +55,32 @@ class Pair:
     bob: str
 
 
+def _cli(database_url: str, *args: str, stdin: str = "") -> str:
+    """``python -m hivegate ARGS --database-url URL``; its first line of output (a key, for ``keys create``)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "examples")]), "NO_COLOR": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "hivegate", *args, "--database-url", database_url],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=CLI_TIMEOUT_SECONDS,
+        check=False,
+    )
+    assert done.returncode == 0, f"{args}: {done.stdout}{done.stderr}"
+    return (done.stdout.splitlines() or [""])[0].strip()
+
+
+def _messages(response: httpx.Response) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of a response, whether one JSON object or an SSE stream."""
+    if response.headers["content-type"].startswith("application/json"):
+        return [response.json()]
+    return [
+        json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:") and line[5:].strip()
+    ]
+
+
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     folder = tmp_path_factory.mktemp("user-lean")
@@ -62,14 +88,10 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     config.write_text(AGENTS, encoding="utf-8")
     database = folder / "lean.db"
     database_url = f"sqlite+aiosqlite:///{database}"
-    _cli(database_url, (("users", "create", "alice", "--password-stdin"), "alice's password\n"))
-    _, alice, _ = _cli(
-        database_url,
-        (("users", "create", "bob", "--password-stdin"), "bob's password\n"),
-        (("keys", "create", "--user", "alice"), ""),
-        (("agents", "apply", str(config)), ""),
-    )
-    (bob,) = _cli(database_url, (("keys", "create", "--user", "bob"), ""))
+    for user in ("alice", "bob"):
+        _cli(database_url, "users", "create", user, "--password-stdin", stdin=f"{user}'s password\n")
+    _cli(database_url, "agents", "apply", str(config))
+    alice, bob = (_cli(database_url, "keys", "create", "--user", user) for user in ("alice", "bob"))
     shutil.copyfile(database, folder / "sdk.db")
     env = {"PYTHONPATH": str(ROOT / "examples"), "HIVEGATE_SECURITY__CREDENTIAL_CACHE_SECONDS": "0"}
     with (
@@ -80,7 +102,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
             env={**env, "HIVEGATE_MCP__FAST_PATH": "false"},
         ) as sdk,
     ):
-        world = Pair(lean, sdk, _key(alice), _key(bob))
+        world = Pair(lean, sdk, alice, bob)
         for gateway in (lean, sdk):  # start every agent's runtime: a call of an agent not running takes the SDK
             for agent, key in (("alice-echo", world.alice), ("bob-echo", world.bob)):
                 _modern(gateway, key, "tools/call", {"name": agent, "arguments": {"message": "warm"}}, agent)
