@@ -33,8 +33,8 @@ from tests.e2e.test_resource_exhaustion import (
     PYTHONPATH,
     WAIT_SECONDS,
     World,
-    _call_echo,  # pyright: ignore[reportPrivateUsage]  # the sibling e2e module's helpers
-    _cli,  # pyright: ignore[reportPrivateUsage]
+    call_echo,
+    run_cli,
 )
 from tests.gateway_process import run_gateway
 
@@ -52,12 +52,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     config = folder / "agents.toml"
     config.write_text(AGENTS, encoding="utf-8")
     database_url = f"sqlite+aiosqlite:///{folder / 'hivegate.db'}"
-    _cli(
+    run_cli(
         database_url,
         (("users", "create", "alice", "--password-stdin"), "alice's password\n"),
         (("users", "create", "bob", "--password-stdin"), "bob's password\n"),
     )
-    alice, bob, _ = _cli(
+    alice, bob, _ = run_cli(
         database_url,
         (("keys", "create", "--user", "alice"), ""),
         (("keys", "create", "--user", "bob"), ""),
@@ -114,4 +114,4 @@ async def test_anonymous_addresses_together_leave_room_for_users(world: World) -
             assert opened.status_code == 200, opened.text
         with anyio.fail_after(WAIT_SECONDS):
             url = f"{world.gateway.url}/bob-echo/mcp"
-            assert await _call_echo(url, world.bob, "legacy", "127.0.0.1") == "still served"
+            assert await call_echo(url, world.bob, "legacy", "127.0.0.1") == "still served"

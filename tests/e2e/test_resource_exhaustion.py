@@ -101,7 +101,7 @@ class World:
     bob: str
 
 
-def _cli(database_url: str, *commands: tuple[tuple[str, ...], str]) -> list[str]:
+def run_cli(database_url: str, *commands: tuple[tuple[str, ...], str]) -> list[str]:
     """Run ``python -m hivegate ARGS`` for each ``(args, stdin)`` at once; their stdouts, in order."""
     env = {**os.environ, "PYTHONPATH": PYTHONPATH, "NO_COLOR": "1"}
     processes = [
@@ -130,12 +130,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     config = folder / "agents.toml"
     config.write_text(AGENTS, encoding="utf-8")
     database_url = f"sqlite+aiosqlite:///{folder / 'hivegate.db'}"
-    _cli(
+    run_cli(
         database_url,
         (("users", "create", "alice", "--password-stdin"), "alice's password\n"),
         (("users", "create", "bob", "--password-stdin"), "bob's password\n"),
     )
-    alice, bob, _ = _cli(
+    alice, bob, _ = run_cli(
         database_url,
         (("keys", "create", "--user", "alice"), ""),
         (("keys", "create", "--user", "bob"), ""),
@@ -227,7 +227,7 @@ async def _listen(http: httpx.AsyncClient, path: str) -> AsyncGenerator[httpx.Re
         yield response
 
 
-async def _call_echo(url: str, key: str | None, mode: str, address: str = "127.0.0.1") -> str:
+async def call_echo(url: str, key: str | None, mode: str, address: str = "127.0.0.1") -> str:
     """``initialize`` (legacy) or discovery (2026-07-28), then ``tools/call`` of the first tool, with the SDK client."""
     headers = {"Authorization": f"Bearer {key}"} if key is not None else {}
     transport = httpx2.AsyncHTTPTransport(local_address=address)
@@ -278,9 +278,9 @@ async def test_one_principal_at_every_budget_leaves_another_served(world: World)
 
         # bob: the official client initializes and calls, on his agent (both eras) and on /mcp.
         with anyio.fail_after(WAIT_SECONDS):
-            assert await _call_echo(f"{world.gateway.url}/bob-echo/mcp", world.bob, "legacy") == "still served"
-            assert await _call_echo(f"{world.gateway.url}/bob-echo/mcp", world.bob, MODERN) == "still served"
-            assert await _call_echo(f"{world.gateway.url}/mcp", world.bob, "legacy") == "still served"
+            assert await call_echo(f"{world.gateway.url}/bob-echo/mcp", world.bob, "legacy") == "still served"
+            assert await call_echo(f"{world.gateway.url}/bob-echo/mcp", world.bob, MODERN) == "still served"
+            assert await call_echo(f"{world.gateway.url}/mcp", world.bob, "legacy") == "still served"
         async with _session(bob, "/bob-echo/mcp") as session, _get_stream(bob, "/bob-echo/mcp", session) as stream:
             assert stream.status_code == 200
             async with _listen(bob, "/mcp") as listening:
@@ -306,7 +306,7 @@ async def test_anonymous_callers_are_budgeted_by_address(world: World) -> None:
                 await held.enter_async_context(_session(first, path))
             _refusal(await _initialize(first, path), 429, "budget_exceeded", "sessions")
             with anyio.fail_after(WAIT_SECONDS):
-                assert await _call_echo(world.gateway.url + path, None, "legacy", "127.0.0.2") == "still served"
+                assert await call_echo(world.gateway.url + path, None, "legacy", "127.0.0.2") == "still served"
             async with _session(second, path) as session, _get_stream(second, path, session) as stream:
                 assert stream.status_code == 200
         # DELETE returned every slot of 127.0.0.1.
@@ -333,7 +333,7 @@ async def test_the_process_total_is_503_for_a_newcomer(world: World) -> None:
         async with _listen(bob, "/bob-echo/mcp") as listening:
             assert listening.status_code == 200
         with anyio.fail_after(WAIT_SECONDS):
-            assert await _call_echo(f"{world.gateway.url}/bob-echo/mcp", world.bob, MODERN) == "still served"
+            assert await call_echo(f"{world.gateway.url}/bob-echo/mcp", world.bob, MODERN) == "still served"
     async with _http(world, world.bob) as bob, _session(bob, "/bob-echo/mcp"):
         pass
 
@@ -387,10 +387,10 @@ async def test_request_bodies_in_flight_are_budgeted_in_bytes_per_principal(worl
             assert refused.json()["error"]["data"]["limit"] == BODY_BYTES
             _refusal(await _padded_ping(alice, "/mcp"), 429, "budget_exceeded", "body_bytes")  # one budget
             with anyio.fail_after(WAIT_SECONDS):
-                assert await _call_echo(f"{world.gateway.url}/bob-echo/mcp", world.bob, "legacy") == "still served"
-                assert await _call_echo(f"{world.gateway.url}/bob-echo/mcp", world.bob, MODERN) == "still served"
-                assert await _call_echo(f"{world.gateway.url}/mcp", world.bob, MODERN) == "still served"
+                assert await call_echo(f"{world.gateway.url}/bob-echo/mcp", world.bob, "legacy") == "still served"
+                assert await call_echo(f"{world.gateway.url}/bob-echo/mcp", world.bob, MODERN) == "still served"
+                assert await call_echo(f"{world.gateway.url}/mcp", world.bob, MODERN) == "still served"
         await _ping_until(alice, path, refused=False)  # the server has seen the connections close
         with anyio.fail_after(WAIT_SECONDS):
-            assert await _call_echo(f"{world.gateway.url}{path}", world.alice, "legacy") == "still served"
-            assert await _call_echo(f"{world.gateway.url}{path}", world.alice, MODERN) == "still served"
+            assert await call_echo(f"{world.gateway.url}{path}", world.alice, "legacy") == "still served"
+            assert await call_echo(f"{world.gateway.url}{path}", world.alice, MODERN) == "still served"

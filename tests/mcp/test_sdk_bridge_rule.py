@@ -1,6 +1,6 @@
 """Only :mod:`hivegate.mcp.sdk_bridge` touches the MCP SDK's internals (issue 8, "one SDK bridge").
 
-An AST scan of every module under ``src/hivegate`` except the bridge, failing on:
+An AST scan of every module under ``src/hivegate`` except the bridge, and of the tests, failing on:
 
 - an import of a private SDK name or module (``from mcp.server._otel import …``,
   ``from mcp_types import _x``);
@@ -29,6 +29,7 @@ import mcp_types
 import hivegate
 
 SRC = Path(hivegate.__file__).parent
+TESTS = Path(__file__).resolve().parent.parent
 BRIDGE = SRC / "mcp" / "sdk_bridge.py"
 SDK_PACKAGES = ("mcp", "mcp_types")
 _BY_STRING = frozenset({"getattr", "setattr", "hasattr", "delattr"})
@@ -161,9 +162,11 @@ def violations(source: str) -> list[str]:
 def test_only_the_bridge_touches_sdk_internals() -> None:
     modules = [path for path in sorted(SRC.rglob("*.py")) if path != BRIDGE]
     assert len(modules) > 50  # the scan sees the whole package
+    tests = sorted(TESTS.rglob("*.py"))
+    assert len(tests) > 50
     found = {
-        str(path.relative_to(SRC)): problems
-        for path in modules
+        str(path): problems
+        for path in [*modules, *tests]
         if (problems := violations(path.read_text(encoding="utf-8")))
     }
     assert found == {}, "SDK internals outside hivegate.mcp.sdk_bridge (move them there): " + repr(found)
