@@ -165,9 +165,7 @@ def test_only_the_bridge_touches_sdk_internals() -> None:
     tests = sorted(TESTS.rglob("*.py"))
     assert len(tests) > 50
     found = {
-        str(path): problems
-        for path in [*modules, *tests]
-        if (problems := violations(path.read_text(encoding="utf-8")))
+        str(path): problems for path in [*modules, *tests] if (problems := violations(path.read_text(encoding="utf-8")))
     }
     assert found == {}, "SDK internals outside hivegate.mcp.sdk_bridge (move them there): " + repr(found)
 
