@@ -34,13 +34,17 @@ SQLite database in a temporary directory (``bench/gate_setup.py``: the echo agen
     gate-oag-nocache     the same with security.credential_cache_seconds = 0 (every request asks SQLite)
     gate-oauth           an OAuth access token (HS256 JWT minted for the server's URL after it starts)
     gate-oauth-nocache   the same with security.credential_cache_seconds = 0
+    gate-user            gate-oag's server and key, on the user-level endpoint /mcp (the echo
+                         agent is the tool ``echo`` there too); tools_list, tools_call, legacy_tools_call
 
 wrk gets the credential through ``MCP_BENCH_HEADER`` (see ``bench/wrk/mcp.lua``); the ratios
 (req/s, p50, p99) of every gate server to ``gate-none`` are the medians of per-round ratios.
 ``--servers`` picks the servers to start (default hivegate,sdk, plus sdk-sse with
 ``--sdk-sse`` and the gate-* ones with ``--gate``). Every server's req/s is also put over the
 SDK's when ``sdk`` runs too: ``--gate --servers gate-oag,sdk --workloads tools_call`` checks the
-issue 7 target (tools/call >= 4x the SDK with an ``oag_`` key on an agent that requires credentials).
+issue 7 target (tools/call >= 4x the SDK with an ``oag_`` key on an agent that requires credentials);
+``--gate --servers gate-oag,gate-user --workloads tools_call,legacy_tools_call`` the issue 8 one
+(/mcp tools/call >= 0.9x the agent endpoint with the same key, both eras).
 
 ``--hivegate-tree`` benches another checkout (e.g. ``git archive COMMIT | tar -x -C DIR``);
 ``--baseline-tree DIR`` also runs each selected hivegate server from DIR (``NAME@baseline``) in
@@ -97,6 +101,7 @@ DISTURBED = 0.05  # a run whose server core gave more than this share to others 
 TARGET_MODERN_CALL_RATIO = 4.0
 TARGET_LEGACY_CALL_RATIO = 2.0
 TARGET_P99_OVER_P50 = 3.0
+TARGET_USER_OVER_AGENT = 0.9
 
 
 # --- workloads -------------------------------------------------------------------------------
@@ -239,7 +244,9 @@ class BenchError(RuntimeError):
 
 
 GATE_BASELINE = "gate-none"
-GATE_SERVERS = (GATE_BASELINE, "gate-oag", "gate-oag-nocache", "gate-oauth", "gate-oauth-nocache")
+GATE_SERVERS = (GATE_BASELINE, "gate-oag", "gate-oag-nocache", "gate-oauth", "gate-oauth-nocache", "gate-user")
+USER_WORKLOADS = ("tools_list", "tools_call", "legacy_tools_call")
+"""What the user-level endpoint serves alike (the echo agent's resources are renamed there)."""
 HIVEGATE_WORKLOADS = SERVERS["hivegate"].workloads
 
 
@@ -284,14 +291,15 @@ def gate_specs(tmp: Path, tree: Path) -> dict[str, ServerSpec]:
             raise BenchError(f"gate_setup.py token failed ({minted.returncode}):\n{minted.stderr}")
         return f"Bearer {minted.stdout.strip()}"
 
-    def spec(name: str, config: str, url: str, auth: Callable[[str], str] | None, cache_s: str) -> ServerSpec:
+    def spec(
+        name: str, config: str, url: str, auth: Callable[[str], str] | None, cache_s: str, path: str = "/echo/mcp"
+    ) -> ServerSpec:
         env = {
             "HIVEGATE_SECURITY__TOKEN_SIGNING_KEY": signing_key,
             "HIVEGATE_SECURITY__CREDENTIAL_CACHE_SECONDS": cache_s,
         }
-        return ServerSpec(
-            name, serve(config, url), "hivegate listening on ", "/echo/mcp", HIVEGATE_WORKLOADS, env, auth
-        )
+        workloads = HIVEGATE_WORKLOADS if path != "/mcp" else USER_WORKLOADS
+        return ServerSpec(name, serve(config, url), "hivegate listening on ", path, workloads, env, auth)
 
     gate_url, none_url = made["gate_database_url"], made["none_database_url"]
     specs = [
@@ -300,6 +308,7 @@ def gate_specs(tmp: Path, tree: Path) -> dict[str, ServerSpec]:
         spec("gate-oag-nocache", "gate.toml", gate_url, key, "0"),
         spec("gate-oauth", "gate.toml", gate_url, token, "1"),
         spec("gate-oauth-nocache", "gate.toml", gate_url, token, "0"),
+        spec("gate-user", "gate.toml", gate_url, key, "1", path="/mcp"),
     ]
     return {s.name: s for s in specs}
 
@@ -744,6 +753,7 @@ def ratios(rows: list[dict[str, Any]], rounds: list[list[dict[str, Any]]]) -> di
                 out[f"{name}_rps_{server}_over_sdk_rounds"] = [round(r, 2) for r in per_round]
     for r in rows:
         out[f"{r['server']}_{r['workload']}_p99_over_p50"] = round(r["latency_ms"]["p99"] / r["latency_ms"]["p50"], 2)
+    out |= user_ratios(rounds)
     out["targets_met"] = targets_met(out)
     if gate := gate_ratios(rounds):
         out["over_gate_none"] = gate
@@ -763,7 +773,37 @@ TARGETS = (
         True,
     ),
     ("gate-oag_tools_call_p99_over_p50", "gate-oag modern tools/call p99 <= 3x p50", TARGET_P99_OVER_P50, False),
+    # issue 8: the user-level endpoint /mcp on the lean paths, with the same oag_ key
+    (
+        "tools_call_rps_gate-user_over_gate-oag",
+        "/mcp modern tools/call >= 0.9x the agent endpoint (same oag_ key)",
+        TARGET_USER_OVER_AGENT,
+        True,
+    ),
+    (
+        "legacy_tools_call_rps_gate-user_over_gate-oag",
+        "/mcp legacy tools/call >= 0.9x the agent endpoint (same oag_ key)",
+        TARGET_USER_OVER_AGENT,
+        True,
+    ),
 )
+
+
+def user_ratios(rounds: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """gate-user's req/s over gate-oag's per workload (same server set-up and key, ``/mcp`` against
+    ``/echo/mcp``): the median of the per-round ratios, with each round's."""
+    out: dict[str, Any] = {}
+    for name in USER_WORKLOADS:
+        per_round = []
+        for round_rows in rounds:
+            by = {(r["server"], r["workload"]): r for r in round_rows}
+            user, agent = by.get(("gate-user", name)), by.get(("gate-oag", name))
+            if user and agent:
+                per_round.append(user["rps"] / agent["rps"])
+        if per_round:
+            out[f"{name}_rps_gate-user_over_gate-oag"] = round(statistics.median(per_round), 2)
+            out[f"{name}_rps_gate-user_over_gate-oag_rounds"] = [round(r, 2) for r in per_round]
+    return out
 
 
 def targets_met(summary: dict[str, Any]) -> dict[str, bool]:

@@ -182,7 +182,7 @@ async def _reply(inbound: MemoryObjectReceiveStream[SessionMessage], request_id:
 
 
 async def _sdk(runtime: AgentRuntime, version: str | None, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    return await _sdk_answer(runtime.server, version, method, params)
+    return await _sdk_answer(runtime.surface.server, version, method, params)
 
 
 async def _sdk_answer(server: Server[Any], version: str | None, method: str, params: dict[str, Any]) -> dict[str, Any]:

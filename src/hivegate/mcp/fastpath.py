@@ -4,14 +4,15 @@ The stateless revision needs no session, no stream and no task per request, so a
 that cannot produce a notification is served here instead of through the SDK's transport:
 the same validation ladder (the SDK's own ``classify_inbound_request``, ``Mcp-Param-*``
 validation and per-version surface validation), then the very handler registered on the
-agent's SDK ``Server``, then the SDK's own result shaping (cache hints, the per-version result
-surface, ``resultType``, ``_meta`` serverInfo), both through :func:`hivegate.mcp.sdk_bridge.run_handler`,
-serialized with orjson.
+endpoint's SDK ``Server`` (an agent's, or the user-level endpoint's), then the SDK's own result
+shaping (cache hints, the per-version result surface, ``resultType``, ``_meta`` serverInfo), both
+through :func:`hivegate.mcp.sdk_bridge.run_handler`, serialized with orjson.
 
 Taken only when all hold: the ``MCP-Protocol-Version`` header names a modern revision, the
 body is one JSON-RPC request (an object with an ``id``) for a method listed in
 ``FAST_METHODS``, it asks for neither progress (``_meta.progressToken``) nor log messages
-(``_meta`` logLevel), and the agent has no SDK server backend (whose handlers may stream).
+(``_meta`` logLevel), and the endpoint allows it (:meth:`~hivegate.mcp.surface.EndpointTarget.lean_allowed`:
+an agent without an SDK server backend, whose handlers may stream).
 Anything else — notifications, ``subscriptions/listen``, unknown methods, malformed
 envelopes the SDK words its own way — goes to the SDK path, so both paths answer alike.
 
@@ -39,8 +40,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.types import Send
 
-from hivegate.mcp.runtime import AgentRuntime
 from hivegate.mcp.sdk_bridge import call_handler, run_handler, silent_session
+from hivegate.mcp.surface import EndpointTarget
 
 __all__ = ["FAST_METHODS", "dispatch", "fast_candidate", "respond_json", "serve_fast", "silent_session"]
 
@@ -65,11 +66,9 @@ dispatch = call_handler
 """Validate and run ``server``'s handler for one request, unshaped (:func:`hivegate.mcp.sdk_bridge.call_handler`)."""
 
 
-def fast_candidate(runtime: AgentRuntime, headers: Mapping[str, str], decoded: Any) -> dict[str, Any] | None:
+def fast_candidate(target: EndpointTarget, headers: Mapping[str, str], decoded: Any) -> dict[str, Any] | None:
     """``decoded`` (the parsed body) if it can take the lean path, else None (the SDK path serves it)."""
     if headers.get("mcp-protocol-version") not in MODERN_PROTOCOL_VERSIONS:
-        return None
-    if runtime.view.serves_backend:
         return None
     if not isinstance(decoded, dict) or decoded.get("method") not in FAST_METHODS or "id" not in decoded:
         return None
@@ -82,20 +81,19 @@ def fast_candidate(runtime: AgentRuntime, headers: Mapping[str, str], decoded: A
     meta = params.get("_meta") if params else None
     if isinstance(meta, dict) and ("progressToken" in meta or LOG_LEVEL_META_KEY in meta):
         return None
-    return decoded
+    return decoded if target.lean_allowed(decoded) else None
 
 
 def _mcp_param_rejection(
-    runtime: AgentRuntime, params: Mapping[str, Any], headers: Mapping[str, str]
+    target: EndpointTarget, params: Mapping[str, Any], headers: Mapping[str, str]
 ) -> InboundLadderRejection | None:
     """Spec: SEP-2243: ``Mcp-Param-*`` headers must mirror the arguments their ``x-mcp-header`` names."""
-    name = params.get("name")
     arguments = params.get("arguments") or {}
-    if name not in runtime.view.header_tools or not isinstance(arguments, Mapping):
-        # Without an annotation there is nothing to mirror: unannotated Mcp-Param-* headers are ignored.
+    if not isinstance(arguments, Mapping):
         return None
-    schema = runtime.tool_input_schema(name)
+    schema = target.mcp_param_schema(params.get("name"))
     if schema is None:
+        # Without an annotation there is nothing to mirror: unannotated Mcp-Param-* headers are ignored.
         return None
     return validate_mcp_param_headers(schema, arguments, headers)
 
@@ -120,7 +118,7 @@ async def _error(send: Send, request_id: RequestId, code: int, message: str, dat
 
 
 async def serve_fast(
-    runtime: AgentRuntime,
+    target: EndpointTarget,
     decoded: dict[str, Any],
     raw_headers: list[tuple[str, str]],
     headers: dict[str, str],
@@ -142,13 +140,13 @@ async def serve_fast(
         return
     method: str = decoded["method"]
     if method == "tools/call":
-        rejection = _mcp_param_rejection(runtime, decoded.get("params") or {}, headers)
+        rejection = _mcp_param_rejection(target, decoded.get("params") or {}, headers)
         if rejection is not None:
             await _error(send, request_id, rejection.code, rejection.message, rejection.data)
             return
     try:
         params = decoded.get("params") or {}
-        result = await run_handler(runtime.server, method, params, request_id, verdict.protocol_version)
+        result = await run_handler(target.surface.server, method, params, request_id, verdict.protocol_version)
         payload = {"jsonrpc": "2.0", "id": request_id, "result": result}
     except MCPError as exc:
         await _error(send, request_id, exc.code, exc.message, exc.data)
@@ -157,7 +155,7 @@ async def serve_fast(
         await _error(send, request_id, INVALID_PARAMS, "Invalid request parameters", "")
         return
     except Exception:  # the wire boundary: internals never reach the client
-        logger.exception("agent %s: %s failed on the lean path", runtime.view.spec.id, method)
+        logger.exception("%s: %s failed on the lean path", target.label, method)
         await _error(send, request_id, INTERNAL_ERROR, "Internal server error")
         return
     await respond_json(send, 200, payload)

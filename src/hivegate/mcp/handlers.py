@@ -14,7 +14,6 @@ and -32002 before it (SEP-2164).
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -47,25 +46,23 @@ from mcp_types import (
     Tool,
     UnsubscribeRequestParams,
 )
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from hivegate.backends.base import Backend
 from hivegate.errors import (
-    INTERNAL_ERROR,
     INVALID_PARAMS,
     LEGACY_RESOURCE_NOT_FOUND,
-    GatewayError,
     ResourceNotFoundError,
     UnknownPromptError,
     UnknownToolError,
 )
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.prompts import check_prompt_arguments, render_prompt
+from hivegate.mcp.sdk_errors import guarded, to_mcp_error
 from hivegate.mcp.tool_calls import call_own_tool
 from hivegate.mcp.view import AgentView
 
-__all__ = ["AgentHandlers", "sdk_errors", "to_mcp_error"]
+__all__ = ["AgentHandlers", "to_mcp_error"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,45 +75,8 @@ M = TypeVar("M", bound=BaseModel)
 H = TypeVar("H", bound=Callable[..., Awaitable[Any]])
 
 
-def to_mcp_error(exc: GatewayError, protocol_version: str) -> MCPError:
-    """Render a gateway error as the JSON-RPC error of the request's protocol era."""
-    code = exc.jsonrpc_code
-    if isinstance(exc, ResourceNotFoundError) and protocol_version not in MODERN_PROTOCOL_VERSIONS:
-        code = LEGACY_RESOURCE_NOT_FOUND
-    return MCPError(code, exc.message, data=exc.data)
-
-
-def sdk_errors(where: Callable[[Any], str]) -> Callable[[H], H]:
-    """The one conversion of a handler's errors for the SDK, for the handlers of one kind of endpoint.
-
-    A :class:`~hivegate.errors.GatewayError` becomes its JSON-RPC error (:func:`to_mcp_error`);
-    ``MCPError`` and pydantic ``ValidationError`` pass to the SDK as they are; anything else is
-    logged (``where(self)`` names the endpoint) and answered -32603 "Internal error" without details.
-    """
-
-    def decorate(handler: H) -> H:
-        @functools.wraps(handler)
-        async def wrapper(self: Any, ctx: Ctx, params: Any) -> Any:
-            try:
-                return await handler(self, ctx, params)
-            except GatewayError as exc:
-                raise to_mcp_error(exc, ctx.protocol_version) from None
-            except (MCPError, ValidationError):
-                raise
-            except Exception:
-                logger.exception("%s: %s failed", where(self), ctx.method)
-                raise MCPError(INTERNAL_ERROR, "Internal error") from None
-
-        return wrapper  # type: ignore[return-value]  # same signature as the wrapped handler
-
-    return decorate
-
-
-def _agent_name(handlers: AgentHandlers) -> str:
-    return f"agent {handlers.view().spec.id}"
-
-
-_guarded = sdk_errors(_agent_name)
+_guarded = guarded(lambda self: f"agent {self.view().spec.id}")
+"""Map hivegate errors to their MCP form and hide unexpected exceptions behind -32603."""
 
 
 def _as(model: type[M], value: Any) -> M:

@@ -2,11 +2,12 @@
 
 The SDK owns handshake-era sessions: ``initialize``, ``notifications/initialized``, the GET
 stream, ``DELETE``, SSE replies with progress, resumability. Once a session is initialized,
-a request that cannot produce a notification (no ``progressToken``), to an agent without an
-SDK server backend, is answered here with one ``application/json`` object — which the
+a request that cannot produce a notification (no ``progressToken``), that the endpoint allows
+(an agent without an SDK server backend; on ``/mcp``, a call of such an agent), in a session
+of the caller, is answered here with one ``application/json`` object — which the
 handshake-era transport allows for any POSTed request (Spec: MCP 2025-11-25
 basic/transports#sending-messages-to-the-server, "either text/event-stream … or
-application/json") — by the very handler registered on the agent's SDK ``Server``, shaped by
+application/json") — by the very handler registered on the endpoint's SDK ``Server``, shaped by
 the SDK's own result shaping with its per-version result surface (no 2026 fields reach a legacy
 client): :func:`hivegate.mcp.sdk_bridge.run_handler`.
 
@@ -36,8 +37,8 @@ from pydantic import ValidationError
 from starlette.types import Send
 
 from hivegate.mcp.fastpath import FAST_METHODS, respond_json
-from hivegate.mcp.runtime import AgentRuntime
 from hivegate.mcp.sdk_bridge import run_handler
+from hivegate.mcp.surface import EndpointTarget
 
 __all__ = [
     "LEGACY_FAST_METHODS",
@@ -57,10 +58,16 @@ ONE_SHOT_VERSION = LATEST_HANDSHAKE_VERSION
 """The revision a request without a session is answered at (Spec: MCP 2025-11-25)."""
 
 
-def legacy_candidate(runtime: AgentRuntime, headers: dict[str, str], message: dict[str, Any]) -> str | None:
-    """The session's negotiated version if ``message`` can take the lean legacy path, else None."""
+def legacy_candidate(
+    target: EndpointTarget, headers: dict[str, str], message: dict[str, Any], owner: str | None
+) -> str | None:
+    """The session's negotiated version if ``message`` can take the lean legacy path, else None.
+
+    Only in a session of ``owner`` (:meth:`~hivegate.mcp.surface.McpSurface.owner` of the caller):
+    any other session is left to the SDK, which answers it 404 as an unknown one.
+    """
     session_id = headers.get("mcp-session-id")
-    if session_id is None or runtime.view.serves_backend:
+    if session_id is None:
         return None
     if message.get("method") not in LEGACY_FAST_METHODS or "id" not in message:
         return None
@@ -74,7 +81,10 @@ def legacy_candidate(runtime: AgentRuntime, headers: dict[str, str], message: di
             meta is not None and (not isinstance(meta, dict) or "progressToken" in meta)
         ):
             return None
-    return runtime.legacy_sessions.ready_version(session_id)
+    sessions = target.surface.sessions
+    if not sessions.belongs_to(session_id, owner) or not target.lean_allowed(message):
+        return None
+    return sessions.ready_version(session_id)
 
 
 async def _answer(
@@ -98,15 +108,16 @@ async def _answer(
 
 
 async def serve_legacy_fast(
-    runtime: AgentRuntime, message: dict[str, Any], version: str, headers: dict[str, str], send: Send
+    target: EndpointTarget, message: dict[str, Any], version: str, headers: dict[str, str], send: Send
 ) -> None:
     """Answer one in-session request chosen by :func:`legacy_candidate` with a single JSON response."""
     session_id = headers["mcp-session-id"]
     session_header = [(b"mcp-session-id", session_id.encode("latin-1"))]
-    runtime.legacy_sessions.touch(session_id)
+    sessions = target.surface.sessions
+    sessions.touch(session_id)
     params = message.get("params") or {}
-    payload = await _answer(runtime.server, runtime.view.spec.id, message["method"], params, message["id"], version)
-    runtime.legacy_sessions.touch(session_id)
+    payload = await _answer(target.surface.server, target.label, message["method"], params, message["id"], version)
+    sessions.touch(session_id)
     await respond_json(send, 200, payload, session_header)
 
 

@@ -1,4 +1,4 @@
-"""Handshake-era sessions of one agent, followed from hivegate's router (for the lean legacy path).
+"""Handshake-era sessions of one endpoint, followed from hivegate's pipeline (for the lean legacy path).
 
 :class:`LegacySessions` records the negotiated version when the SDK accepts ``initialize``,
 readiness when it accepts ``notifications/initialized``, and the end on ``DELETE``; liveness
@@ -65,20 +65,26 @@ class BudgetedSessionManager(ObservedSessionManager):
 
 
 class LegacySessions:
-    """The handshake-era sessions of one agent's session manager, as seen from hivegate's router."""
+    """The handshake-era sessions of one endpoint's session manager, as seen from hivegate's pipeline.
+
+    Each session has an owner (the user id on a per-user endpoint, else None: see
+    :meth:`hivegate.mcp.surface.McpSurface.owner`), recorded when it opens, and an audience key
+    (who hears list-change announcements on its GET stream), recorded when it is served.
+    """
 
     def __init__(self, manager: StreamableHTTPSessionManager, idle_timeout_seconds: float) -> None:
         self._manager = manager
         self._idle_timeout_seconds = idle_timeout_seconds
         self._pending: dict[str, str] = {}
         self._ready: dict[str, str] = {}
-        self._sessions: dict[str, ServerSession] = {}
+        self._owners: dict[str, str | None] = {}
+        self._sessions: dict[str, tuple[str | None, ServerSession]] = {}
 
     def _transport(self, session_id: str) -> StreamableHTTPServerTransport | None:
         return session_transport(self._manager, session_id)
 
-    def watch_initialize(self, params: Any, send: Send) -> Send:
-        """Wrap ``send`` of an ``initialize`` POST: remember the session it opens and its version."""
+    def watch_initialize(self, params: Any, send: Send, owner: str | None = None) -> Send:
+        """Wrap ``send`` of an ``initialize`` POST: remember the session it opens, its version and ``owner``."""
         version = negotiated_version(params)
 
         async def watched(message: Message) -> None:
@@ -86,7 +92,9 @@ class LegacySessions:
                 for name, value in message["headers"]:
                     if name.lower() == b"mcp-session-id":
                         self._prune()
-                        self._pending[value.decode("latin-1")] = version
+                        session_id = value.decode("latin-1")
+                        self._pending[session_id] = version
+                        self._owners[session_id] = owner
             await send(message)
 
         return watched
@@ -107,18 +115,27 @@ class LegacySessions:
         """The session ended (``DELETE``, or its stream is gone)."""
         self._pending.pop(session_id, None)
         self._ready.pop(session_id, None)
+        self._owners.pop(session_id, None)
         self._sessions.pop(session_id, None)
 
-    def remember(self, session_id: str, session: ServerSession) -> None:
-        """Keep a session handle of ``session_id`` to announce list changes on its GET stream."""
+    def belongs_to(self, session_id: str, owner: str | None) -> bool:
+        """Whether ``session_id`` was opened by ``owner`` (True for a session opened before hivegate watched)."""
+        return self._owners.get(session_id, owner) == owner
+
+    def remember(self, session_id: str, session: ServerSession, audience: str | None = None) -> None:
+        """Keep a session handle of ``session_id`` to announce list changes on its GET stream to ``audience``."""
         if session_id not in self._sessions:
             self._prune()
-        self._sessions[session_id] = session
+        self._sessions[session_id] = (audience, session)
 
-    def notifiable(self) -> list[tuple[str, ServerSession]]:
-        """The remembered sessions the SDK still holds, with their handles."""
+    def notifiable(self, audiences: frozenset[str] | None = None) -> list[tuple[str, ServerSession]]:
+        """The remembered sessions the SDK still holds, of ``audiences`` (None: all), with their handles."""
         live = live_session_ids(self._manager)
-        return [(sid, session) for sid, session in self._sessions.items() if sid in live]
+        return [
+            (sid, session)
+            for sid, (audience, session) in self._sessions.items()
+            if sid in live and (audiences is None or audience in audiences)
+        ]
 
     def live(self, session_id: str) -> bool:
         """Whether the SDK still holds the session (not ended by ``DELETE``, idle expiry or a restart)."""
@@ -145,7 +162,8 @@ class LegacySessions:
     def _prune(self) -> None:
         """Drop records of sessions the SDK no longer holds (expired), keeping the tables bounded."""
         live = live_session_ids(self._manager)
-        if len(self._pending) + len(self._ready) + len(self._sessions) > 3 * len(live) + 64:
+        if len(self._pending) + len(self._ready) + len(self._owners) + len(self._sessions) > 4 * len(live) + 64:
             self._pending = {k: v for k, v in self._pending.items() if k in live}
             self._ready = {k: v for k, v in self._ready.items() if k in live}
+            self._owners = {k: v for k, v in self._owners.items() if k in live}
             self._sessions = {k: v for k, v in self._sessions.items() if k in live}

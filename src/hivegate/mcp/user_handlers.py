@@ -66,10 +66,10 @@ from hivegate.errors import (
     UnknownPromptError,
     UnknownToolError,
 )
-from hivegate.mcp.handlers import sdk_errors
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.runtime import AgentRuntime
+from hivegate.mcp.sdk_errors import guarded
 from hivegate.mcp.tool_calls import call_own_tool
 
 __all__ = ["OwnedAgents", "UserHandlers", "prefixed_name", "unwrap_resource_uri", "wrap_resource_uri"]
@@ -151,11 +151,8 @@ class OwnedAgents:
         ]
 
 
-def _user_endpoint(handlers: UserHandlers) -> str:
-    return "user endpoint"
-
-
-_guarded = sdk_errors(_user_endpoint)
+_guarded = guarded(lambda self: "user endpoint")
+"""Map hivegate errors to their MCP form and hide unexpected exceptions behind -32603."""
 
 
 def _with_params(ctx: Ctx, **changes: Any) -> Ctx:
