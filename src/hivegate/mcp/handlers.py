@@ -43,7 +43,6 @@ from mcp_types import (
     ResourceTemplate,
     SetLevelRequestParams,
     SubscribeRequestParams,
-    Tool,
     UnsubscribeRequestParams,
 )
 from pydantic import BaseModel
@@ -119,14 +118,28 @@ class AgentHandlers:
         page = self._codec.paginate(f"{view.spec.id} {method}", items, cursor, page_size)
         return page.items, page.next_cursor
 
+    async def _listed(
+        self,
+        ctx: Ctx,
+        view: AgentView,
+        params: PaginatedRequestParams | None,
+        listing: tuple[str, str, type[BaseModel]],
+        own: list[Any],
+        identity: Callable[[Any], str],
+    ) -> tuple[list[Any], str | None]:
+        """One page of a list method: the agent's ``own`` items, then the backend server's (``listing``:
+        method, result field, result model) that ``identity`` does not already name, paged by cursor."""
+        method, key, model = listing
+        extra = await self._backend_list(ctx, view, method, key, model)
+        return self._page(view, method, _merge(own, extra, identity), params.cursor if params else None)
+
     # -- tools -------------------------------------------------------------------------
 
     @_guarded
     async def on_list_tools(self, ctx: Ctx, params: PaginatedRequestParams | None) -> ListToolsResult:
         view = self.view()
-        extra: list[Tool] = await self._backend_list(ctx, view, "tools/list", "tools", ListToolsResult)
-        tools = _merge(list(view.own_tools), extra, lambda t: t.name)
-        items, next_cursor = self._page(view, "tools/list", tools, params.cursor if params else None)
+        listing = ("tools/list", "tools", ListToolsResult)
+        items, next_cursor = await self._listed(ctx, view, params, listing, list(view.own_tools), lambda t: t.name)
         return ListToolsResult(tools=items, next_cursor=next_cursor)
 
     @_guarded
@@ -148,9 +161,8 @@ class AgentHandlers:
         view = self.view()
         assert view.catalog is not None  # AgentView.build always sets it
         own: list[Resource] = list(view.catalog.resources)
-        extra = await self._backend_list(ctx, view, "resources/list", "resources", ListResourcesResult)
-        merged = _merge(own, extra, lambda r: r.uri)
-        items, next_cursor = self._page(view, "resources/list", merged, params.cursor if params else None)
+        listing = ("resources/list", "resources", ListResourcesResult)
+        items, next_cursor = await self._listed(ctx, view, params, listing, own, lambda r: r.uri)
         return ListResourcesResult(resources=items, next_cursor=next_cursor)
 
     @_guarded
@@ -160,12 +172,8 @@ class AgentHandlers:
         view = self.view()
         assert view.catalog is not None
         own: list[ResourceTemplate] = list(view.catalog.templates)
-        extra = await self._backend_list(
-            ctx, view, "resources/templates/list", "resource_templates", ListResourceTemplatesResult
-        )
-        cursor = params.cursor if params else None
-        merged = _merge(own, extra, lambda t: t.uri_template)
-        items, next_cursor = self._page(view, "resources/templates/list", merged, cursor)
+        listing = ("resources/templates/list", "resource_templates", ListResourceTemplatesResult)
+        items, next_cursor = await self._listed(ctx, view, params, listing, own, lambda t: t.uri_template)
         return ListResourceTemplatesResult(resource_templates=items, next_cursor=next_cursor)
 
     @_guarded
@@ -228,9 +236,8 @@ class AgentHandlers:
     @_guarded
     async def on_list_prompts(self, ctx: Ctx, params: PaginatedRequestParams | None) -> ListPromptsResult:
         view = self.view()
-        extra: list[Prompt] = await self._backend_list(ctx, view, "prompts/list", "prompts", ListPromptsResult)
-        prompts = _merge(list(view.prompt_list), extra, lambda p: p.name)
-        items, next_cursor = self._page(view, "prompts/list", prompts, params.cursor if params else None)
+        listing = ("prompts/list", "prompts", ListPromptsResult)
+        items, next_cursor = await self._listed(ctx, view, params, listing, list(view.prompt_list), lambda p: p.name)
         return ListPromptsResult(prompts=items, next_cursor=next_cursor)
 
     @_guarded
