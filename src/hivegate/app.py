@@ -75,9 +75,11 @@ def create_app(gateway: Gateway) -> RouteTable:
         ],
         lifespan=lifespan,
     )
-    # No "/mcp/" → "/mcp" redirects: they would be built from an unchecked Host header.
+    # No "/mcp/" → "/mcp" (or "/oauth/token/" → "/oauth/token") redirects: they would be built
+    # from an unchecked Host header.
     rest.router.redirect_slashes = False
-    auth = OAuthPlaneErrors(Router(routes=gateway.authorization_server.routes()))
+    oauth_router = Router(routes=gateway.authorization_server.routes(), redirect_slashes=False)
+    auth = OAuthPlaneErrors(oauth_router)
     surfaces = gateway.surfaces
     return RouteTable(
         agent=surfaces.agent,

@@ -34,6 +34,8 @@ def gateway() -> Iterator[GatewayProcess]:
         ("GET", "/oauth/nothing", 404),
         ("GET", "/.well-known/openid-configuration", 404),
         ("GET", "/.well-known/oauth-protected-resource/mcp/x", 404),
+        ("GET", "/.well-known/oauth-protected-resource/mcp/", 404),
+        ("POST", "/oauth/token/", 404),
     ],
 )
 def test_unrouted_oauth_requests_get_oauth_json(gateway: GatewayProcess, method: str, path: str, status: int) -> None:
@@ -45,3 +47,15 @@ def test_unrouted_oauth_requests_get_oauth_json(gateway: GatewayProcess, method:
     assert body["error"] == ("invalid_request" if status == 405 else "not_found"), body
     if status == 405:
         assert response.headers["allow"], response.headers
+
+
+def test_no_trailing_slash_redirect_is_built_from_the_host_header(gateway: GatewayProcess) -> None:
+    """Found by issue 8's attack trial: ``/.well-known/oauth-protected-resource/mcp/`` answered 307
+    with ``Location: http://<the request's Host>/…`` (Starlette's ``redirect_slashes``), a redirect
+    any client could point at another host (cache poisoning). Now a plain OAuth 404, no Location."""
+    response = httpx.get(
+        gateway.url + "/.well-known/oauth-protected-resource/mcp/", headers={"Host": "evil.example"}, timeout=10
+    )
+    assert response.status_code == 404
+    assert "location" not in response.headers
+    assert response.json()["error"] == "not_found"
