@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import weakref
 from collections.abc import Collection, Mapping
 from typing import Any, cast
 
@@ -207,8 +208,15 @@ async def run_handler(
         pydantic.ValidationError: the params do not validate (-32602 on the wire).
     """
     result = await call_handler(server, method, params, request_id, version)
-    runner = ServerRunner(cast(Server[Any], _ShapingSource(server)), _SHAPING_CONNECTION, {})
+    runner = _shaping_runners.get(server)
+    if runner is None:
+        runner = ServerRunner(cast(Server[Any], _ShapingSource(server)), _SHAPING_CONNECTION, {})
+        _shaping_runners[server] = runner
     return runner._serialize(method, version, result)  # pyright: ignore[reportPrivateUsage]  # mcp==2.3.0
+
+
+_shaping_runners: weakref.WeakKeyDictionary[Server[Any], ServerRunner[Any]] = weakref.WeakKeyDictionary()
+"""One shaping-only ``ServerRunner`` per server (``_serialize`` keeps no state between calls, mcp==2.3.0)."""
 
 
 # -- handshake-era sessions of a StreamableHTTPSessionManager ---------------------------------------
