@@ -29,8 +29,12 @@ __all__ = ["call_own_tool"]
 
 
 def _text_result(text: str, *, is_error: bool = False) -> CallToolResult:
-    content: list[Any] = [TextContent(type="text", text=text)]
-    return CallToolResult(content=content, is_error=True) if is_error else CallToolResult(content=content)
+    """One text block; built without validation (``text`` is a str, so the models hold by construction),
+    and the result is validated once, by the SDK's per-version result surface, when it is shaped."""
+    content: list[Any] = [TextContent.model_construct(type="text", text=text)]
+    if is_error:
+        return CallToolResult.model_construct(content=content, is_error=True)
+    return CallToolResult.model_construct(content=content)
 
 
 async def call_own_tool(
