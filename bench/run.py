@@ -39,6 +39,10 @@ SQLite database in a temporary directory (``bench/gate_setup.py``: the echo agen
 
 wrk gets the credential through ``MCP_BENCH_HEADER`` (see ``bench/wrk/mcp.lua``); the ratios
 (req/s, p50, p99) of every gate server to ``gate-none`` are the medians of per-round ratios.
+``--servers floor,floor-spin40`` adds ``bench/floor_server.py``: canned replies on hivegate's HTTP
+stack, with no MCP work (``floor``) and with 40 µs of CPU burnt per request (``floor-spin40``), so a
+run shows what HTTP, the event loop and the kernel cost per request at the load a server meets.
+
 ``--servers`` picks the servers to start (default hivegate,sdk, plus sdk-sse with
 ``--sdk-sse`` and the gate-* ones with ``--gate``). Every server's req/s is also put over the
 SDK's when ``sdk`` runs too: ``--gate --servers gate-oag,sdk --workloads tools_call`` checks the
@@ -235,6 +239,22 @@ SERVERS = {
         "sdk listening on ",
         "/mcp",
         ("tools_call", "legacy_tools_call"),
+    ),
+    # What a request costs with no MCP work (bench/floor_server.py): canned replies on hivegate's HTTP
+    # stack; floor-spin40 also burns 40 µs of CPU per request, standing for an application of that cost.
+    "floor": ServerSpec(
+        "floor",
+        [sys.executable, str(BENCH / "floor_server.py"), "0"],
+        "floor listening on ",
+        "/echo/mcp",
+        ("tools_list", "tools_call"),
+    ),
+    "floor-spin40": ServerSpec(
+        "floor-spin40",
+        [sys.executable, str(BENCH / "floor_server.py"), "0", "--spin-us", "40"],
+        "floor listening on ",
+        "/echo/mcp",
+        ("tools_list", "tools_call"),
     ),
 }
 
@@ -994,7 +1014,7 @@ def server_plan(args: argparse.Namespace, tmp: Path) -> list[tuple[ServerSpec, P
         if any(name in GATE_SERVERS for name in args.server_names):
             specs |= gate_specs(Path(tempfile.mkdtemp(prefix="bench-gate-", dir=tmp)), tree)
         for name in args.server_names:
-            if name.startswith("sdk"):
+            if name.startswith(("sdk", "floor")):  # not hivegate: run once, from this checkout
                 if not suffix:
                     plan.append((specs[name], ROOT))
                 continue
