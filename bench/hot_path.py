@@ -11,7 +11,7 @@ Bearer oag_…``), fed as one ASGI ``http.request`` and answered into a list; ev
 checked (status 200, the echo text, no error). The figure is CPU seconds (``time.process_time``)
 per call over ``--calls`` calls, per round; the median and range over ``--rounds`` are printed,
 so a change can be compared with its parent under the same conditions (``--tree`` runs another
-checkout's ``src``). HTTP parsing and socket I/O (about 15 µs and more per request, see
+checkout's ``src``, e.g. ``git archive COMMIT | tar -x -C DIR``). HTTP parsing and socket I/O (about 15 µs and more per request, see
 ``bench/http_protocol_overhead.py``) are not in it.
 """
 
@@ -169,10 +169,16 @@ async def _timed(args: argparse.Namespace, app: Any, path: str, headers: _Header
 async def _run(args: argparse.Namespace, config: Path, creds: dict[str, Any]) -> list[float]:
     from hivegate.app import create_app
     from hivegate.cli.options import settings_from
-    from hivegate.gateway import Gateway
 
-    gateway = await Gateway.open(settings_from(config, announce=False))
-    app = create_app(gateway)
+    settings = settings_from(config, announce=False)
+    try:
+        from hivegate.gateway import Gateway
+    except ImportError:  # a tree from before issue 8 (--tree): create_app(settings) opened everything itself
+        gateway = None
+        app: Any = create_app(settings)  # type: ignore[arg-type]
+    else:
+        gateway = await Gateway.open(settings)
+        app = create_app(gateway)
     path = "/echo/mcp" if args.endpoint == "agent" else "/mcp"
     auth = [(b"host", b"127.0.0.1:8094"), (b"authorization", f"Bearer {creds['key']}".encode())]
     started = asyncio.Event()
@@ -199,7 +205,8 @@ async def _run(args: argparse.Namespace, config: Path, creds: dict[str, Any]) ->
     finally:
         stop.set()
         await life
-        await gateway.close()
+        if gateway is not None:
+            await gateway.close()
 
 
 def main() -> None:
@@ -222,6 +229,8 @@ def main() -> None:
             text=True,
         )
         sys.path.insert(0, tmp)  # the echo agent's module
+        if args.tree:
+            sys.path.insert(0, str(tree / "src"))
         per_round = uvloop.run(_run(args, Path(tmp) / "gate.toml", json.loads(out.stdout)))
     shown = ", ".join(f"{x:.1f}" for x in per_round)
     print(f"{args.endpoint} {args.workload}: {statistics.median(per_round):.1f} µs CPU per call (rounds: {shown})")

@@ -7,9 +7,7 @@ everything behind the edge sees only the principal.
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -108,11 +106,23 @@ def current_principal() -> Principal:
     return _current.get()
 
 
-@contextmanager
-def principal_scope(principal: Principal) -> Generator[Principal]:
-    """Make ``principal`` the :func:`current_principal` inside the ``with`` block."""
-    token = _current.set(principal)
-    try:
-        yield principal
-    finally:
-        _current.reset(token)
+class principal_scope:
+    """Make ``principal`` the :func:`current_principal` inside the ``with`` block (re-entrant per use).
+
+    A class rather than a generator context manager: it is entered on every request.
+    """
+
+    __slots__ = ("_principal", "_token")
+
+    def __init__(self, principal: Principal) -> None:
+        self._principal = principal
+        self._token: Token[Principal] | None = None
+
+    def __enter__(self) -> Principal:
+        self._token = _current.set(self._principal)
+        return self._principal
+
+    def __exit__(self, *_: object) -> None:
+        assert self._token is not None
+        _current.reset(self._token)
+        self._token = None

@@ -143,7 +143,9 @@ class AgentHandlers:
         return ListToolsResult(tools=items, next_cursor=next_cursor)
 
     @_guarded
-    async def on_call_tool(self, ctx: Ctx, params: CallToolRequestParams) -> CallToolResult | InputRequiredResult:
+    async def on_call_tool(
+        self, ctx: Ctx, params: CallToolRequestParams
+    ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
         view = self.view()
         if params.name in view.tool_index:
             return await call_own_tool(ctx, view, params)

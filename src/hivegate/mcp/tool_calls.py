@@ -16,11 +16,10 @@ from typing import Any
 
 from mcp.server.context import ServerRequestContext
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
-from mcp_types import CallToolRequestParams, CallToolResult, TextContent
+from mcp_types import CallToolRequestParams
 
-from hivegate.auth.principal import current_principal
-from hivegate.calls.events import CallFailed, ReplyDelta
-from hivegate.calls.invoke import CallTarget, invoke
+from hivegate.calls.events import CallFailed, ReplyDelta, ReplySink
+from hivegate.calls.invoke import invoke
 from hivegate.errors import InvalidParamsError
 from hivegate.mcp.tools import build_invocation
 from hivegate.mcp.view import AgentView
@@ -28,37 +27,40 @@ from hivegate.mcp.view import AgentView
 __all__ = ["call_own_tool"]
 
 
-def _text_result(text: str, *, is_error: bool = False) -> CallToolResult:
-    """One text block; built without validation (``text`` is a str, so the models hold by construction),
-    and the result is validated once, by the SDK's per-version result surface, when it is shaped."""
-    content: list[Any] = [TextContent.model_construct(type="text", text=text)]
-    if is_error:
-        return CallToolResult.model_construct(content=content, is_error=True)
-    return CallToolResult.model_construct(content=content)
+def _text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
+    """A ``CallToolResult`` of one text block (``resultType`` ``complete``), as its wire mapping (the SDK shapes mappings as it does
+    models: cache hints, then validation and the per-version surface; Spec: MCP 2026-07-28
+    server/tools, ``CallToolResult``)."""
+    return {"content": [{"type": "text", "text": text}], "isError": is_error, "resultType": "complete"}
 
 
 async def call_own_tool(
     ctx: ServerRequestContext[Any, Any], view: AgentView, params: CallToolRequestParams
-) -> CallToolResult:
+) -> dict[str, Any]:
     """Call the tool ``params.name`` of ``view.tool_index`` with ``params.arguments``.
+
+    Returns:
+        The ``CallToolResult`` wire mapping: the reply as one text block, or the agent's failure
+        (or invalid arguments) with ``isError`` true.
 
     Raises:
         ServiceTimeoutError: the agent did not reply within its ``invoke_timeout_seconds`` (-32003).
         GatewayError: any other plane-level failure of the call (e.g. AgentServiceUnavailableError).
     """
-    assert view.backend is not None  # own tools exist only for an invocable backend
+    target = view.call_target
+    assert target is not None  # own tools exist only for an invocable backend
     try:
         request = build_invocation(view.spec, view.tool_index[params.name], params.arguments or {})
     except InvalidParamsError as exc:
         return _text_result(exc.message, is_error=True)
+    sink: ReplySink | None = None
+    if progress_token_from_params(ctx.params) is not None:
 
-    async def on_delta(delta: ReplyDelta) -> None:
-        await ctx.session.report_progress(delta.index, None, delta.text)
+        async def on_delta(delta: ReplyDelta) -> None:
+            await ctx.session.report_progress(delta.index, None, delta.text)
 
-    wants_progress = progress_token_from_params(ctx.params) is not None
-    outcome = await invoke(
-        current_principal(), CallTarget(view.spec, view.backend), request, on_delta if wants_progress else None
-    )
+        sink = on_delta
+    outcome = await invoke(request.principal, target, request, sink)
     if isinstance(outcome, CallFailed):
         if outcome.agent_failed:
             return _text_result(outcome.error.message, is_error=True)

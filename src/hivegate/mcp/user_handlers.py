@@ -268,7 +268,9 @@ class UserHandlers:
         return ListToolsResult(tools=items, next_cursor=next_cursor)
 
     @_guarded
-    async def on_call_tool(self, ctx: Ctx, params: CallToolRequestParams) -> CallToolResult | InputRequiredResult:
+    async def on_call_tool(
+        self, ctx: Ctx, params: CallToolRequestParams
+    ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
         unknown = UnknownToolError(f"Unknown tool: {params.name}", data={"name": params.name})
         if self._reachable_spec(params.name) is None:
             raise unknown

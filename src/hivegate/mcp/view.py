@@ -15,6 +15,7 @@ from mcp_types import Prompt, Tool
 
 from hivegate.agents.model import AgentSpec, PromptSpec, SkillSpec
 from hivegate.backends.base import Backend
+from hivegate.calls.invoke import CallTarget
 from hivegate.mcp.prompts import prompt_descriptor
 from hivegate.mcp.resources import ResourceCatalog
 from hivegate.mcp.tools import message_tool, skill_tool
@@ -32,7 +33,8 @@ class AgentView:
     Attributes:
         spec: the agent's spec.
         backend: the started backend, or None when the agent declares none.
-        own_tools: the message tool and skill tools, in their deterministic order.
+        own_tools: the message tool and skill tools, in their deterministic order (none when the
+            backend cannot be invoked; ``call_target`` is set exactly when there are).
         tool_index: tool name → the skill it runs (None for the message tool).
         catalog: built-in, static and templated resources.
         prompts: declared prompts by name; ``prompt_list`` their descriptors in declared order.
@@ -48,13 +50,17 @@ class AgentView:
     tool_schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
     header_tools: frozenset[str] = frozenset()
     """Own tools whose schema has an ``x-mcp-header`` annotation (only those need ``Mcp-Param-*`` checks)."""
+    call_target: CallTarget | None = None
+    """What the invocation layer calls for the own tools (None when the backend cannot be invoked)."""
 
     @classmethod
     def build(cls, spec: AgentSpec, backend: Backend | None, default_page_size: int = 50) -> AgentView:
         """Derive a view; raises ``ValueError`` for a spec whose templates do not parse."""
         tools: list[Tool] = []
         index: dict[str, SkillSpec | None] = {}
+        target = None
         if backend is not None and backend.can_invoke:
+            target = CallTarget(spec, backend)
             tools.append(message_tool(spec))
             index[spec.id] = MESSAGE_TOOL
             for skill in spec.skills:
@@ -71,6 +77,7 @@ class AgentView:
             prompt_list=tuple(prompt_descriptor(p) for p in spec.prompts),
             tool_schemas={t.name: t.input_schema for t in tools},
             header_tools=frozenset(t.name for t in tools if x_mcp_header_map(t.input_schema)),
+            call_target=target,
         )
 
     @property
