@@ -34,6 +34,7 @@ import asyncio
 import logging
 import resource
 import time
+from collections.abc import Iterable
 from typing import Any, ClassVar, cast
 
 import httptools
@@ -46,7 +47,14 @@ from hivegate.errors import GatewayError, HeadersTooLargeError, InvalidRequestEr
 from hivegate.mcp.rendering import jsonrpc_error_body
 from hivegate.settings import ServerSettings
 
-__all__ = ["LINGER_SECONDS", "ClientConnections", "CoalescingTransport", "LimitedHttpToolsProtocol", "http_protocol"]
+__all__ = [
+    "COALESCE_BYTES",
+    "LINGER_SECONDS",
+    "ClientConnections",
+    "CoalescingTransport",
+    "LimitedHttpToolsProtocol",
+    "http_protocol",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -66,31 +74,49 @@ RESERVED_DESCRIPTORS = 64
 _OAUTH_PREFIXES = (b"/oauth/", b"/.well-known/")
 
 
+COALESCE_BYTES = 65_536
+"""At most this much of a response is held back for the loop's next turn; a write that would pass it
+goes to the socket at once (with what was held), so the transport's flow control still pauses an app
+that sends faster than its client reads."""
+
+
 class CoalescingTransport:
-    """A TCP transport whose writes within one turn of the event loop reach the socket as one write.
+    """A TCP transport whose small writes within one turn of the event loop reach the socket as one write.
 
     uvicorn writes a response's status line and headers, then its body, in two ``transport.write``
     calls; each is a ``send()`` of its own, and on loopback each wakes the client's reader. Writes are
     joined here and flushed when the response is complete (:meth:`flush`, called by the protocol),
-    before a close or an end of writing, or at the latest at the loop's next turn (``call_soon``: a
-    streamed response's head and events go out as soon as the app yields). Every other attribute is
-    the wrapped transport's.
+    before a close or an end of writing, at the latest at the loop's next turn (``call_soon``: a
+    streamed response's head and events go out as soon as the app yields), and at once when more than
+    :data:`COALESCE_BYTES` would be held (back-pressure: the real transport's high-water mark then
+    pauses the app as before). Every other attribute is the wrapped transport's.
     """
 
-    __slots__ = ("_loop", "_pending", "_transport")
+    __slots__ = ("_held", "_loop", "_pending", "_transport")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
         self._loop = loop
         self._pending: list[bytes] | None = None
+        self._held = 0
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         pending = self._pending
         if pending is None:
+            if len(data) > COALESCE_BYTES:
+                self._transport.write(data)
+                return
             self._pending = [bytes(data)]
+            self._held = len(data)
             self._loop.call_soon(self.flush)
-        else:
-            pending.append(bytes(data))
+            return
+        pending.append(bytes(data))
+        self._held += len(data)
+        if self._held > COALESCE_BYTES:
+            self.flush()
+
+    def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
+        self.write(b"".join(list_of_data))
 
     def flush(self) -> None:
         """Write what is pending (one write); nothing when nothing is, or the transport is closing."""
@@ -98,6 +124,7 @@ class CoalescingTransport:
         if pending is None:
             return
         self._pending = None
+        self._held = 0
         if not self._transport.is_closing():
             self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
 
@@ -114,11 +141,11 @@ class CoalescingTransport:
 
     def abort(self) -> None:
         self._pending = None
+        self._held = 0
         self._transport.abort()
 
     def get_write_buffer_size(self) -> int:
-        pending = self._pending
-        return self._transport.get_write_buffer_size() + (sum(map(len, pending)) if pending else 0)
+        return self._transport.get_write_buffer_size() + self._held
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)

@@ -15,16 +15,16 @@ run on the SDK's dispatcher, so they use these helpers:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+import anyio
 from starlette.types import Message, Receive, Send
 
 from hivegate.auth.principal import current_principal
 
-__all__ = ["WATCH_AFTER_SECONDS", "LeanCalls", "cancel_on_disconnect", "cancel_scope"]
+__all__ = ["WATCH_AFTER_SECONDS", "LeanCalls", "cancel_on_disconnect"]
 
 
 WATCH_AFTER_SECONDS = 0.05
@@ -43,33 +43,18 @@ async def cancel_on_disconnect(receive: Receive, work: Callable[[], Awaitable[No
     if not invokes:
         await work()
         return True
-    scope = asyncio.timeout(None)
-    try:
-        async with scope:
-            await _watched(receive, work, scope)
-    except TimeoutError:
-        if not scope.expired():
-            raise  # the work's own TimeoutError
-        return False
-    return True
+    # anyio's scope (level cancellation, shields respected), as the invoke deadline inside it.
+    with anyio.CancelScope() as scope:
+        await _watched(receive, work, scope)
+    return not scope.cancelled_caught
 
 
-def cancel_scope(scope: asyncio.Timeout) -> None:
-    """Cancel the work inside ``scope`` (an entered ``asyncio.timeout(None)``) at the loop's next turn.
-
-    Leaving the scope then raises ``TimeoutError`` with ``scope.expired()`` true. A scope already
-    left is not touched.
-    """
-    with contextlib.suppress(RuntimeError):  # raised when the work has finished meanwhile
-        scope.reschedule(0.0)  # a deadline in the past: the task is cancelled at the next turn
-
-
-async def _watched(receive: Receive, work: Callable[[], Awaitable[None]], scope: asyncio.Timeout) -> None:
+async def _watched(receive: Receive, work: Callable[[], Awaitable[None]], scope: anyio.CancelScope) -> None:
     """Run ``work`` inside ``scope`` (entered by the caller); after :data:`WATCH_AFTER_SECONDS`, a task
     waits for ``http.disconnect`` on ``receive`` and cancels ``scope``.
 
-    asyncio only (uvicorn's loop), and asyncio's own scope (``asyncio.timeout``): a task per call would
-    cost every short call what only long ones need, and anyio's scopes cost several times asyncio's.
+    asyncio only (uvicorn's loop): anyio has no timer, and a task per call would cost every short
+    call what only long ones need.
     """
     loop = asyncio.get_running_loop()
     watcher: asyncio.Task[None] | None = None
@@ -77,7 +62,7 @@ async def _watched(receive: Receive, work: Callable[[], Awaitable[None]], scope:
     async def watch() -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
-        cancel_scope(scope)
+        scope.cancel()
 
     def start_watching() -> None:
         nonlocal watcher
@@ -100,14 +85,16 @@ class LeanCalls:
     """
 
     def __init__(self) -> None:
-        self._running: dict[tuple[str | None, str, str], asyncio.Timeout] = {}
+        self._running: dict[tuple[str | None, str, str], anyio.CancelScope] = {}
 
     @contextmanager
-    def _track(self, session_id: str, request_id: str | int, scope: asyncio.Timeout) -> Generator[None]:
+    def _track(self, session_id: str, request_id: str | int) -> Generator[anyio.CancelScope]:
         key = (current_principal().user_id, session_id, _id_key(request_id))
+        scope = anyio.CancelScope()
         self._running[key] = scope
         try:
-            yield
+            with scope:
+                yield scope
         finally:
             if self._running.get(key) is scope:
                 del self._running[key]
@@ -137,15 +124,9 @@ class LeanCalls:
             started = True
             await send(message)
 
-        scope = asyncio.timeout(None)
-        try:
-            async with scope:
-                with self._track(session_id, request_id, scope):
-                    await _watched(receive, lambda: work(watched_send), scope)
-        except TimeoutError:
-            if not scope.expired():
-                raise  # the work's own TimeoutError
-        if scope.expired() and not started:
+        with self._track(session_id, request_id) as scope:
+            await _watched(receive, lambda: work(watched_send), scope)
+        if scope.cancelled_caught and not started:
             await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
             await send({"type": "http.response.body", "body": b""})
 
@@ -163,7 +144,7 @@ class LeanCalls:
         scope = self._running.get((current_principal().user_id, session_id, _id_key(request_id)))
         if scope is None:
             return False
-        cancel_scope(scope)
+        scope.cancel()
         return True
 
 

@@ -6,9 +6,10 @@ Spec: the original platform's MCP ``tools/call`` (a 60 s default deadline, then 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass, replace
+
+import anyio
 
 from hivegate.agents.model import AgentSpec
 from hivegate.auth.principal import Principal
@@ -56,17 +57,14 @@ async def invoke(
         assert on_delta is not None
         await on_delta(ReplyDelta(text, sent))
 
-    # asyncio's own scope (the server runs on asyncio only): a timer, no task, ~1 µs per call.
-    deadline = asyncio.timeout(timeout)
-    try:
-        async with deadline:
+    # anyio's scope, not asyncio.timeout: level cancellation (a backend that swallows one cancel is
+    # cancelled again at its next await) that respects a backend's shielded sections.
+    with anyio.move_on_after(timeout) as deadline:
+        try:
             reply = await target.backend.invoke(invocation, forward if on_delta is not None else None)
-    except GatewayError as exc:
-        return CallFailed(exc)
-    except TimeoutError:
-        if not deadline.expired():
-            raise  # the backend's own TimeoutError, not the deadline
-    else:
+        except GatewayError as exc:
+            return CallFailed(exc)
         return FinalResult(reply)
+    assert deadline.cancelled_caught
     logger.warning("agent %s: no reply within %g s; the call was cancelled", target.spec.id, timeout)
     return CallFailed(ServiceTimeoutError(timeout))

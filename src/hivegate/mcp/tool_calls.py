@@ -28,9 +28,11 @@ __all__ = ["call_own_tool"]
 
 
 def _text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
-    """A ``CallToolResult`` of one text block (``resultType`` ``complete``), as its wire mapping (the SDK shapes mappings as it does
-    models: cache hints, then validation and the per-version surface; Spec: MCP 2026-07-28
-    server/tools, ``CallToolResult``)."""
+    """A ``CallToolResult`` of one text block (``resultType`` ``complete``), as its wire mapping.
+
+    The SDK shapes a mapping as it does a model: cache hints, then validation and the per-version
+    surface (Spec: MCP 2026-07-28 server/tools, ``CallToolResult``).
+    """
     return {"content": [{"type": "text", "text": text}], "isError": is_error, "resultType": "complete"}
 
 
