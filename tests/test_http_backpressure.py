@@ -1,10 +1,10 @@
-"""Back-pressure through hivegate's HTTP protocol (its write-coalescing transport) to a reader that stalls.
+"""Back-pressure through hivegate's HTTP protocol class to a reader that stalls.
 
 uvicorn's ``send`` waits for the transport to drain only once the transport has called the protocol's
-``pause_writing``. A transport that held every write until the loop's next turn never made it do so
-while an app sent without yielding, so a whole response piled up in the server's memory; writes past
-:data:`hivegate.http_server.COALESCE_BYTES` go to the socket at once, and the app is paused after about
-the kernel's buffers (~3 MB), as with uvicorn's own transport.
+``pause_writing``; anything between the protocol and the socket that holds writes back (a write-
+coalescing transport was tried on the hot path, and let a whole response pile up in the server's
+memory) must keep that signal. An app that sends without yielding is paused after about the kernel's
+buffers (~3 MB).
 """
 
 from __future__ import annotations

@@ -15,9 +15,7 @@ until it ends. ``hivegate serve`` passes :func:`http_protocol`'s class to
   head (431 beyond), so a connection makes the server hold at most that much of a head;
 - counts header fields (431 beyond ``max_headers``);
 - is closed at once, unanswered, when ``max_connections`` connections are open, or
-  ``max_connections_per_client`` from its IP address;
-- writes a response's head and body with one ``send`` (:class:`CoalescingTransport`): uvicorn writes
-  them separately, and on loopback each write wakes the client once more.
+  ``max_connections_per_client`` from its IP address.
 
 An error response carries the plane's body (OAuth JSON under ``/oauth/`` and ``/.well-known/``,
 a JSON-RPC error with ``id`` null elsewhere) and ``Connection: close``; the server then stops
@@ -34,7 +32,6 @@ import asyncio
 import logging
 import resource
 import time
-from collections.abc import Iterable
 from typing import Any, ClassVar, cast
 
 import httptools
@@ -47,14 +44,7 @@ from hivegate.errors import GatewayError, HeadersTooLargeError, InvalidRequestEr
 from hivegate.mcp.rendering import jsonrpc_error_body
 from hivegate.settings import ServerSettings
 
-__all__ = [
-    "COALESCE_BYTES",
-    "LINGER_SECONDS",
-    "ClientConnections",
-    "CoalescingTransport",
-    "LimitedHttpToolsProtocol",
-    "http_protocol",
-]
+__all__ = ["LINGER_SECONDS", "ClientConnections", "LimitedHttpToolsProtocol", "http_protocol"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,83 +62,6 @@ RESERVED_DESCRIPTORS = 64
 """Descriptors left for everything but client connections (listening socket, database, logs, agents)."""
 
 _OAUTH_PREFIXES = (b"/oauth/", b"/.well-known/")
-
-
-COALESCE_BYTES = 65_536
-"""At most this much of a response is held back for the loop's next turn; a write that would pass it
-goes to the socket at once (with what was held), so the transport's flow control still pauses an app
-that sends faster than its client reads."""
-
-
-class CoalescingTransport:
-    """A TCP transport whose small writes within one turn of the event loop reach the socket as one write.
-
-    uvicorn writes a response's status line and headers, then its body, in two ``transport.write``
-    calls; each is a ``send()`` of its own, and on loopback each wakes the client's reader. Writes are
-    joined here and flushed when the response is complete (:meth:`flush`, called by the protocol),
-    before a close or an end of writing, at the latest at the loop's next turn (``call_soon``: a
-    streamed response's head and events go out as soon as the app yields), and at once when more than
-    :data:`COALESCE_BYTES` would be held (back-pressure: the real transport's high-water mark then
-    pauses the app as before). Every other attribute is the wrapped transport's.
-    """
-
-    __slots__ = ("_held", "_loop", "_pending", "_transport")
-
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
-        self._transport = transport
-        self._loop = loop
-        self._pending: list[bytes] | None = None
-        self._held = 0
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        pending = self._pending
-        if pending is None:
-            if len(data) > COALESCE_BYTES:
-                self._transport.write(data)
-                return
-            self._pending = [bytes(data)]
-            self._held = len(data)
-            self._loop.call_soon(self.flush)
-            return
-        pending.append(bytes(data))
-        self._held += len(data)
-        if self._held > COALESCE_BYTES:
-            self.flush()
-
-    def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
-        self.write(b"".join(list_of_data))
-
-    def flush(self) -> None:
-        """Write what is pending (one write); nothing when nothing is, or the transport is closing."""
-        pending = self._pending
-        if pending is None:
-            return
-        self._pending = None
-        self._held = 0
-        if not self._transport.is_closing():
-            self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
-
-    def is_closing(self) -> bool:
-        return self._transport.is_closing()
-
-    def close(self) -> None:
-        self.flush()
-        self._transport.close()
-
-    def write_eof(self) -> None:
-        self.flush()
-        self._transport.write_eof()
-
-    def abort(self) -> None:
-        self._pending = None
-        self._held = 0
-        self._transport.abort()
-
-    def get_write_buffer_size(self) -> int:
-        return self._transport.get_write_buffer_size() + self._held
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
 
 
 class _TooManyHeaders(Exception):
@@ -273,7 +186,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def connection_made(  # pyright: ignore[reportIncompatibleMethodOverride]  # as uvicorn's: a TCP transport
         self, transport: asyncio.Transport
     ) -> None:
-        super().connection_made(cast(asyncio.Transport, CoalescingTransport(transport, self.loop)))
+        super().connection_made(transport)
         limits = self.limits
         address = self.client[0] if self.client else None
         if len(self.connections) > limits.max_connections:
@@ -370,10 +283,6 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._in_head = False
         self._heads_completed += 1
         super().on_headers_complete()  # the deadline stays: a body may follow
-
-    def on_response_complete(self) -> None:
-        cast(CoalescingTransport, self.transport).flush()  # the whole response in one write, now
-        super().on_response_complete()
 
     def on_message_complete(self) -> None:
         super().on_message_complete()

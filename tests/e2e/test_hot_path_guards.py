@@ -1,4 +1,4 @@
-"""The hot path's cancellation scopes and write-coalescing transport against a real server:
+"""The hot path's cancellation scopes and its responses on the wire, against a real server:
 
 - the invoke deadline with a synchronous backend in a worker thread, on each era and path;
 - a backend's own ``TimeoutError`` is not the deadline (-32003) on any path;
@@ -254,7 +254,7 @@ async def test_a_client_that_disconnects_cancels_the_backend_call(
     _no_server_errors(gateway)
 
 
-# -- CoalescingTransport ------------------------------------------------------------------------------
+# -- responses on the wire: streamed events, large and pipelined answers, refusals --------------------
 
 
 async def test_progress_events_arrive_as_produced_not_at_the_end(gateway: GatewayProcess) -> None:
