@@ -9,6 +9,8 @@ One route table (:class:`~hivegate.routing.RouteTable`):
   metadata (:mod:`hivegate.auth.oauth.server`);
 - ``/``: what the gateway serves, HTML or JSON (:mod:`hivegate.home`);
 - ``/healthz``: the process is alive (200 ``{"status":"ok"}``);
+- a path ending ``/mcp/`` (an MCP endpoint with a trailing slash): 404 with a JSON-RPC error body
+  naming the endpoint, as the MCP plane answers (no redirect: it would be built from ``Host``);
 - ``/readyz``: the database answers and accepts a write (200) or not (503, within
   :data:`READINESS_TIMEOUT_SECONDS`).
 
@@ -28,11 +30,13 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, Router
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from hivegate.auth.oauth.endpoints import OAuthPlaneErrors
-from hivegate.errors import StoreUnavailableError
+from hivegate.errors import NotFoundError, StoreUnavailableError
 from hivegate.gateway import Gateway
 from hivegate.home import HomePage
+from hivegate.mcp.rendering import jsonrpc_error_response
 from hivegate.routing import RouteTable
 
 __all__ = ["READINESS_TIMEOUT_SECONDS", "Gateway", "create_app"]
@@ -85,5 +89,26 @@ def create_app(gateway: Gateway) -> RouteTable:
         agent=surfaces.agent,
         exact={"/mcp": surfaces.user},
         prefixes={"oauth": auth, ".well-known": auth},
-        rest=rest,
+        rest=McpLookalikes(rest),
     )
+
+
+class McpLookalikes:
+    """Answer a path ending ``/mcp/`` as the MCP plane would: 404, a JSON-RPC error body naming the endpoint.
+
+    Clients and proxies that add a trailing slash then read why, in the plane's shape (JSON-RPC 2.0
+    §5.1, ``id`` null), instead of a plain-text 404; everything else goes to ``app``.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if path.endswith("/mcp/"):
+            error = NotFoundError(
+                f"No MCP endpoint at this path; the endpoint is {path[:-1][:200]} (no trailing slash)"
+            )
+            await jsonrpc_error_response(error)(scope, receive, send)
+            return
+        await self._app(scope, receive, send)

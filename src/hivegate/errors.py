@@ -95,9 +95,16 @@ class GatewayError(Exception):
 
 
 class InvalidRequestError(GatewayError):
+    """A malformed JSON-RPC message (-32600). ``request_id``: the message's id when it could be read,
+    echoed in the error (JSON-RPC 2.0 §5: ``id`` is null only when it cannot be detected)."""
+
     code = "invalid_request"
     http_status = 400
     jsonrpc_code = INVALID_REQUEST
+
+    def __init__(self, message: str, *, data: Any = None, request_id: str | int | None = None) -> None:
+        super().__init__(message, data=data)
+        self.request_id = request_id
 
 
 class ParseError(InvalidRequestError):

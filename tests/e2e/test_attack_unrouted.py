@@ -59,3 +59,22 @@ def test_no_trailing_slash_redirect_is_built_from_the_host_header(gateway: Gatew
     assert response.status_code == 404
     assert "location" not in response.headers
     assert response.json()["error"] == "not_found"
+
+
+@pytest.mark.parametrize("path", ["/mcp/", "/echo/mcp/", "/agents/echo/mcp/"])
+@pytest.mark.parametrize("method", ["POST", "GET", "DELETE"])
+def test_an_mcp_endpoint_with_a_trailing_slash_is_a_json_rpc_404(
+    gateway: GatewayProcess, method: str, path: str
+) -> None:
+    """Found by issue 8's attack trial: ``/mcp/`` answered a plain-text 404. An MCP client (or a proxy
+    that adds the slash) now reads the MCP plane's error shape (JSON-RPC 2.0 §5.1, ``id`` null) naming
+    the endpoint, and no redirect is built from the Host header."""
+    response = httpx.request(method, gateway.url + path, headers={"Host": "evil.example"}, timeout=10)
+    assert response.status_code == 404, response.text
+    assert response.headers["content-type"].startswith("application/json"), response.text
+    assert "location" not in response.headers
+    body = response.json()
+    assert body["id"] is None
+    assert body["error"]["code"] == -32600
+    assert body["error"]["data"]["code"] == "not_found"
+    assert path[:-1] in body["error"]["message"]

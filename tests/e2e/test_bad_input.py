@@ -442,3 +442,21 @@ async def test_tool_call_without_its_message_is_a_tool_error_result(client: http
             result = assert_result(response)
             assert result["isError"] is True
     await assert_healthy(client)
+
+
+@pytest.mark.parametrize("params", ["x", [1], 3])
+async def test_params_that_are_not_an_object_echo_the_readable_id(client: httpx.AsyncClient, params: object) -> None:
+    """Found by issue 8's attack trial: a request whose ``params`` is not an object was answered -32600 with
+    ``id: null`` although its id was readable. JSON-RPC 2.0 §4.2 (params is a structured value) and §5
+    (id is null only when it cannot be detected): -32600 with the request's id, on both eras, on the lean
+    path (``echo``) and the SDK transport (``notes``)."""
+    modern = {**JSON_HEADERS, "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list"}
+    for path in MODERN_PATHS:
+        payload = {"jsonrpc": "2.0", "id": "req-9", "method": "tools/list", "params": params}
+        response = await client.post(path, content=json.dumps(payload), headers=modern)
+        assert_error(response, 400, INVALID_REQUEST, request_id="req-9")
+        async with legacy_session(client, path, "2025-11-25") as session:
+            payload = {"jsonrpc": "2.0", "id": 77, "method": "tools/list", "params": params}
+            response = await client.post(path, content=json.dumps(payload), headers=session)
+            assert_error(response, 400, INVALID_REQUEST, request_id=77)
+    await assert_healthy(client)

@@ -379,7 +379,7 @@ def test_fuzzed_requests_never_fail_the_server(fuzzed: Fuzzed, target: Target) -
 def test_the_inputs_that_failed_the_server(fuzzed: Fuzzed, path: str) -> None:
     """Issue 7 item 6: the fuzz findings — a 2026-07-28 ``method`` that is an array or an object, and an
     ``Mcp-Name`` / ``Mcp-Param-*`` in the ``=?base64?…?=`` form that does not decode — are 400s with a
-    JSON-RPC body (-32600 / -32020, ``id: null``), on the lean path, the SDK path and ``/mcp``."""
+    JSON-RPC body (-32600 with the request's id when readable / -32020), on the lean path, the SDK path and ``/mcp``."""
     target = next(t for t in TARGETS if t.path == path)
     credentials = fuzzed.credentials(target)
     meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
@@ -393,7 +393,8 @@ def test_the_inputs_that_failed_the_server(fuzzed: Fuzzed, path: str) -> None:
             check_reply(response, f"{path} method={method!r}")
             assert response.status_code == 400, response.text
             assert response.json()["error"]["code"] == -32600, response.text
-            assert response.json()["id"] is None, response.text
+            # JSON-RPC 2.0 §5: the id is echoed when it can be read (issue 8's attack trial), else null.
+            assert response.json()["id"] == message.get("id"), response.text
     call = {
         "jsonrpc": "2.0",
         "id": 2,

@@ -30,7 +30,7 @@ from starlette.types import Receive, Scope, Send
 
 from hivegate.auth.principal import Principal, principal_scope
 from hivegate.calls.cancel import LeanCalls, cancel_on_disconnect
-from hivegate.errors import BatchNotSupportedError, GatewayError
+from hivegate.errors import BatchNotSupportedError, GatewayError, InvalidRequestError
 from hivegate.mcp.batch import (
     BATCH_ELEMENT,
     BATCH_VERSION,
@@ -106,7 +106,8 @@ class McpPipeline:
         try:
             await self._serve(scope, receive, send)
         except GatewayError as exc:
-            await jsonrpc_error_response(exc)(scope, receive, send)
+            request_id = exc.request_id if isinstance(exc, InvalidRequestError) else None
+            await jsonrpc_error_response(exc, request_id)(scope, receive, send)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         pairs, headers = request_headers(scope)

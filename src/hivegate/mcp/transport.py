@@ -156,16 +156,30 @@ def check_accept(headers: Mapping[str, str]) -> None:
 
 
 def check_modern_envelope(decoded: Any) -> None:
-    """The one envelope check of a modern body before any dispatch: a ``method`` member must be a string.
+    """The envelope checks of a modern body before any dispatch: a ``method`` member must be a string,
+    and a request's ``params`` an object.
 
     Everything else that is malformed the SDK's ladder words itself (-32600, ``id: null``); a
-    non-string ``method`` would reach dict lookups by method name on the lean path first.
+    non-string ``method`` would reach dict lookups by method name on the lean path first. A request
+    whose ``params`` is not an object is refused here with its id echoed (JSON-RPC 2.0 §4.2, §5: the
+    id is readable, so it is not null; the SDK's ladder answered ``id: null``).
 
     Raises:
-        InvalidRequestError: ``decoded`` is an object whose ``method`` is not a string (-32600).
+        InvalidRequestError: ``decoded`` is an object whose ``method`` is not a string, or whose
+            ``params`` is present and not an object (-32600).
     """
-    if isinstance(decoded, dict) and "method" in decoded and not isinstance(decoded["method"], str):
-        raise InvalidRequestError("Invalid request: 'method' must be a string")
+    if not isinstance(decoded, dict) or "method" not in decoded:
+        return
+    if not isinstance(decoded["method"], str):
+        raise InvalidRequestError("Invalid request: 'method' must be a string", request_id=_readable_id(decoded))
+    if "params" in decoded and not isinstance(decoded["params"], dict):
+        raise InvalidRequestError("Invalid request: 'params' must be an object", request_id=_readable_id(decoded))
+
+
+def _readable_id(message: dict[str, Any]) -> str | int | None:
+    """The message's id when it is a valid JSON-RPC request id (string or integer), else None."""
+    request_id = message.get("id")
+    return request_id if _valid_id(request_id) else None
 
 
 def check_encoded_headers(headers: Mapping[str, str]) -> None:
@@ -205,9 +219,9 @@ def check_jsonrpc_envelope(body: bytes) -> dict[str, Any]:
         raise InvalidRequestError("Invalid request: 'id' must be a string or an integer")
     if "method" in message:
         if not isinstance(message["method"], str):
-            raise InvalidRequestError("Invalid request: 'method' must be a string")
+            raise InvalidRequestError("Invalid request: 'method' must be a string", request_id=message.get("id"))
         if "params" in message and not isinstance(message["params"], dict):
-            raise InvalidRequestError("Invalid request: 'params' must be an object")
+            raise InvalidRequestError("Invalid request: 'params' must be an object", request_id=message.get("id"))
     elif "id" not in message or not _valid_response_body(message):
         raise InvalidRequestError("Invalid request: neither a request, a notification nor a response")
     return message
