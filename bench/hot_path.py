@@ -11,8 +11,8 @@ Bearer oag_…``), fed as one ASGI ``http.request`` and answered into a list; ev
 checked (status 200, the echo text, no error). The figure is CPU seconds (``time.process_time``)
 per call over ``--calls`` calls, per round; the median and range over ``--rounds`` are printed,
 so a change can be compared with its parent under the same conditions (``--tree`` runs another
-checkout's ``src``, e.g. ``git archive COMMIT | tar -x -C DIR``). HTTP parsing and socket I/O (about 15 µs and more per request, see
-``bench/http_protocol_overhead.py``) are not in it.
+checkout's ``src``, e.g. ``git archive COMMIT | tar -x -C DIR``). HTTP parsing and socket I/O
+(about 15 µs and more per request, see ``bench/http_protocol_overhead.py``) are not in it.
 """
 
 from __future__ import annotations

@@ -460,3 +460,18 @@ async def test_params_that_are_not_an_object_echo_the_readable_id(client: httpx.
             response = await client.post(path, content=json.dumps(payload), headers=session)
             assert_error(response, 400, INVALID_REQUEST, request_id=77)
     await assert_healthy(client)
+
+
+async def test_valid_json_beyond_the_servers_numbers_is_an_invalid_request_not_a_parse_error(
+    client: httpx.AsyncClient,
+) -> None:
+    """Found by issue 8's attack trial: an id of ``10**400`` is valid JSON (RFC 8259 §6 lets a parser limit
+    the range of numbers) and was answered -32700 Parse error. It is -32600 (``id`` null: it cannot be
+    represented), on both eras and both paths; the server keeps serving."""
+    body = b'{"jsonrpc":"2.0","id":' + str(10**400).encode() + b',"method":"tools/list","params":{}}'
+    modern = {**JSON_HEADERS, "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list"}
+    for path in MODERN_PATHS:
+        assert_error(await client.post(path, content=body, headers=modern), 400, INVALID_REQUEST, request_id=None)
+        async with legacy_session(client, path, "2025-11-25") as session:
+            assert_error(await client.post(path, content=body, headers=session), 400, INVALID_REQUEST, request_id=None)
+    await assert_healthy(client)

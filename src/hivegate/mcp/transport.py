@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -230,13 +231,31 @@ def check_jsonrpc_envelope(body: bytes) -> dict[str, Any]:
 def parse_json(body: bytes) -> Any:
     """Decode a request body as strict JSON (RFC 8259: no ``NaN`` / ``Infinity`` literals).
 
+    orjson (the fast parser) refuses two kinds of valid JSON: a number beyond a 64-bit float (e.g.
+    an id of ``10**400``) and a string with an unpaired surrogate escape (``"\\ud800"``). RFC 8259
+    §6 and §8.2 let a parser limit these; such a body is valid JSON, so it is not a parse error but a
+    request this server does not accept (-32600). Only a body orjson refuses is read a second time,
+    by the standard library's parser, to tell the two apart (bounded by the body size limit).
+
     Raises:
         ParseError: the body is not JSON (-32700).
+        InvalidRequestError: it is JSON with a number or string this server cannot represent (-32600).
     """
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
+        pass
+    try:
+        json.loads(body, parse_constant=_refuse_constant, parse_int=str, parse_float=str)  # validity only
+    except (ValueError, RecursionError):  # not JSON (JSONDecodeError and UnicodeDecodeError are ValueErrors)
         raise ParseError("Parse error") from None
+    raise InvalidRequestError(
+        "Invalid request: a number beyond 64-bit floating point or an unpaired surrogate escape is not accepted"
+    )
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # RFC 8259 §6: NaN and Infinity are not numbers
 
 
 def _valid_id(value: Any) -> bool:
