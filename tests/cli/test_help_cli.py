@@ -57,3 +57,16 @@ def test_value_options_name_their_value() -> None:
     apply = _help("agents", "apply")
     assert "TOML file with [[agents]] tables" in apply
     assert "--no-prune" not in apply
+
+
+def test_version_prints_the_package_version() -> None:
+    """Found by issue 7's fresh-clone trial: there was no ``--version``."""
+    result = subprocess.run(
+        [sys.executable, "-m", "hivegate", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_SECONDS,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        check=False,
+    )
+    assert (result.returncode, result.stdout) == (0, f"hivegate {hivegate.__version__}\n"), result.stderr

@@ -8,7 +8,7 @@ stderr naming the database (without its password) and the cause, and exits with 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -16,7 +16,7 @@ from rich.markup import escape
 from hivegate.cli.agents import agents_app
 from hivegate.cli.grants import grants_app
 from hivegate.cli.keys import keys_app
-from hivegate.cli.options import DATABASE_UNAVAILABLE_EXIT, MARKUP_MODE, Command, Group, err_console
+from hivegate.cli.options import DATABASE_UNAVAILABLE_EXIT, FLAG, MARKUP_MODE, Command, Group, err_console
 from hivegate.cli.serve import serve
 from hivegate.cli.users import users_app
 from hivegate.errors import StoreUnavailableError
@@ -43,6 +43,28 @@ app = typer.Typer(
     cls=_Commands,
     rich_markup_mode=MARKUP_MODE,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from hivegate import __version__
+
+        typer.echo(f"hivegate {__version__}")
+        raise typer.Exit
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, metavar=FLAG, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """hivegate: agents as MCP servers (both protocol eras) behind one self-hostable gateway."""
+
+
 app.command(cls=Command)(serve)
 app.add_typer(agents_app, name="agents")
 app.add_typer(users_app, name="users")
