@@ -9,12 +9,12 @@ come from it and none from the request.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from a2a.types import AgentCard
+from a2a.utils.errors import InvalidParamsError
 from a2a.utils.proto_utils import validate_proto_required_fields
 from google.protobuf.json_format import ParseDict
 
@@ -87,8 +87,9 @@ def _missing_required(card: AgentCard) -> set[str]:
     """The REQUIRED fields (A2A 1.0 field_behavior) the SDK's validator reports as missing."""
     try:
         validate_proto_required_fields(card)
-    except Exception as exc:  # the SDK's InvalidParamsError, its data naming the fields
-        return {error["field"] for error in exc.data["errors"]}  # type: ignore[attr-defined]  # InvalidParamsError.data
+    except InvalidParamsError as exc:  # data = {"errors": [{"field": ..., "message": ...}]}
+        errors: list[dict[str, str]] = (exc.data or {})["errors"]
+        return {error["field"] for error in errors}
     return set()
 
 
@@ -162,7 +163,7 @@ def test_fallbacks_fill_the_required_fields(gateway: GatewayProcess) -> None:
 def test_etag_and_cache_control(gateway: GatewayProcess) -> None:
     first = _get(gateway, "/payroll/.well-known/agent-card.json")
     etag = first.headers["etag"]
-    assert etag.startswith('"') and not etag.startswith("W/")
+    assert etag.startswith('"')  # strong: not W/
     assert first.headers["cache-control"] == "public, max-age=300"
     assert first.headers["access-control-allow-origin"] == "*"
     assert _get(gateway, "/payroll/.well-known/agent-card.json").headers["etag"] == etag
