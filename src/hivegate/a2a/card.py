@@ -16,9 +16,9 @@ What an agent's card claims before the A2A bindings exist (``docs/a2a.md``):
 - ``securitySchemes`` / ``securityRequirements``: the credentials the agent's endpoints take
   (OAuth authorization code + PKCE with scope ``agent:{id}``; ``oag_``/``bak_`` keys as bearer;
   ``bak_`` in ``X-Agent-API-Key``), any one of them; none for an ``auth = "none"`` agent.
-- REQUIRED strings and lists never go out empty: an agent without a description is described
-  by its name; a skill without a description by its name, without tags by the agent's id;
-  an agent without skills has one skill for its message tool (id = the agent id).
+- REQUIRED strings and lists never go out empty: an empty name falls back to the id, an empty
+  description to the name (agent and skill alike); a skill without tags is tagged with the
+  agent's id; an agent without skills has one skill for its message tool (id = the agent id).
 
 Spec: A2A 1.0 §4.4 (AgentCard and its parts), §8 (agent discovery), a2a.proto ``lf.a2a.v1``.
 """
@@ -94,9 +94,10 @@ def agent_card(spec: AgentSpec, base: str) -> AgentCard:
     """
     extensions = [_interfaces_extension(spec.id, base)] if spec.mcp_enabled else []
     schemes, requirements = _security(spec, base)
+    name = spec.name or spec.id
     return AgentCard(
-        name=spec.name,
-        description=spec.description or spec.name,
+        name=name,
+        description=spec.description or name,
         version=spec.version,
         capabilities=AgentCapabilities(
             streaming=False, push_notifications=False, extended_agent_card=False, extensions=extensions
@@ -144,10 +145,11 @@ def card_document(card: AgentCard) -> dict[str, Any]:
 
 
 def _skill(skill: SkillSpec, agent_id: str) -> AgentSkill:
+    name = skill.name or skill.id
     return AgentSkill(
         id=skill.id,
-        name=skill.name,
-        description=skill.description or skill.name,
+        name=name,
+        description=skill.description or name,
         tags=skill.tags or (agent_id,),
         examples=skill.examples,
         input_modes=JSON_MODES if skill.input_schema is not None else (),
@@ -156,7 +158,8 @@ def _skill(skill: SkillSpec, agent_id: str) -> AgentSkill:
 
 def _message_skill(spec: AgentSpec) -> AgentSkill:
     """The one skill of an agent that declares none: its message tool (a text message, a text reply)."""
-    return AgentSkill(id=spec.id, name=spec.name, description=spec.description or spec.name, tags=(spec.id,))
+    name = spec.name or spec.id
+    return AgentSkill(id=spec.id, name=name, description=spec.description or name, tags=(spec.id,))
 
 
 def _interfaces_extension(agent_id: str, base: str) -> AgentExtension:

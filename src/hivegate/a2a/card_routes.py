@@ -41,7 +41,7 @@ from hivegate.agents.model import AGENT_ID_PATTERN, AgentSpec
 from hivegate.agents.registry import AgentRegistry
 from hivegate.errors import AgentNotFoundError
 
-__all__ = ["CARD_MAX_AGE_SECONDS", "LEGACY_CARD_PATH", "AgentCardEndpoints"]
+__all__ = ["CARD_MAX_AGE_SECONDS", "LEGACY_CARD_PATH", "AgentCardEndpoints", "if_none_match_selects"]
 
 CARD_MAX_AGE_SECONDS = 300
 """How long clients and shared caches may reuse a card without revalidating (``Cache-Control: max-age``).
@@ -150,12 +150,12 @@ def _redirect(location: str) -> Response:
 def _card_response(request: Request, served: _Served) -> Response:
     headers = {"ETag": served.etag, "Cache-Control": _CACHE_CONTROL, **_PUBLIC}
     if_none_match = request.headers.get("if-none-match")
-    if if_none_match is not None and _matches(if_none_match, served.etag):
+    if if_none_match is not None and if_none_match_selects(if_none_match, served.etag):
         return Response(status_code=304, headers=headers)
     return Response(served.body, media_type="application/json", headers=headers)
 
 
-def _matches(if_none_match: str, etag: str) -> bool:
+def if_none_match_selects(if_none_match: str, etag: str) -> bool:
     """Whether an ``If-None-Match`` field value selects ``etag`` (RFC 9110 §13.1.2: ``*``, or any listed tag
     equal under the weak comparison, ``W/"x"`` and ``"x"`` alike)."""
     for candidate in if_none_match.split(","):
