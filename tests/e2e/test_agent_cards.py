@@ -239,3 +239,23 @@ def test_oauth_documents_still_served_under_well_known(gateway: GatewayProcess) 
     assert metadata.status_code == 200
     assert metadata.json()["issuer"] == PUBLIC_URL
     assert _get(gateway, "/.well-known/oauth-protected-resource/payroll/mcp").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "path", ["/payroll/.well-known/agent-card.json", "/.well-known/agent-card.json", "/payroll/.well-known/agent.json"]
+)
+def test_other_methods(gateway: GatewayProcess, path: str) -> None:
+    """HEAD as GET without a body; OPTIONS a CORS preflight; anything else 405 method_not_allowed in A2A JSON."""
+    got = _get(gateway, path)
+    head = httpx.head(f"{gateway.url}{path}", timeout=10)
+    assert (head.status_code, head.content) == (got.status_code, b"")
+    assert head.headers.get("etag") == got.headers.get("etag")
+    preflight = httpx.options(f"{gateway.url}{path}", timeout=10)
+    assert preflight.status_code == 204
+    assert preflight.headers["access-control-allow-origin"] == "*"
+    assert "if-none-match" in preflight.headers["access-control-allow-headers"].lower()
+    for method in ("POST", "PUT", "DELETE"):
+        response = httpx.request(method, f"{gateway.url}{path}", timeout=10)
+        assert response.status_code == 405, method
+        assert response.headers["allow"] == "GET, HEAD, OPTIONS"
+        assert response.json()["error"]["details"][0]["metadata"]["code"] == "method_not_allowed"

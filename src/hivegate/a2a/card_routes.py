@@ -1,24 +1,23 @@
 """The agent-card endpoints: every agent's public card, the gateway's root card, the legacy discovery paths.
 
-``GET`` routes (``docs/a2a.md``), all public (no credential is read), all URLs in bodies and
-``Location`` headers built from ``base`` (``server.public_url``), never from ``Host``:
+Paths (``docs/a2a.md``), all public (no credential is read), all URLs in bodies and ``Location``
+headers built from ``base`` (``server.public_url``), never from ``Host``:
 
-==============================================  ==================================================
-``/{agentId}/.well-known/agent-card.json``      the agent's card (:func:`~hivegate.a2a.card.agent_card`)
-``/agents/{agentId}/.well-known/agent-card.json``  the same card (the MCP endpoint's alias form)
-``/{agentId}/.well-known/agent.json``           308 to the agent's card URL (the A2A 0.2 name)
-``/agents/{agentId}/.well-known/agent.json``    308 to the agent's card URL
-``/.well-known/agent-card.json``                the gateway's card; with ``?id={agentId}`` (the
-                                                original platform's legacy form) 308 to that agent's card
-``/.well-known/agent.json``                     308 to the root card, or with ``?id=`` to the agent's
-==============================================  ==================================================
+- ``/{agentId}/.well-known/agent-card.json`` and ``/agents/{agentId}/.well-known/agent-card.json``:
+  the agent's card (:func:`~hivegate.a2a.card.agent_card`);
+- ``/{agentId}/.well-known/agent.json`` and ``/agents/{agentId}/.well-known/agent.json`` (the
+  card's name before A2A 0.3): 308 to the agent's card URL;
+- ``/.well-known/agent-card.json``: the gateway's card; with ``?id={agentId}`` (the original
+  platform's legacy form) 308 to that agent's card URL;
+- ``/.well-known/agent.json``: 308 to the root card, or with ``?id=`` to the agent's.
 
-A card answers 200 with a strong ``ETag`` (the SHA-256 of the body bytes), ``Cache-Control:
-public, max-age=300`` (:data:`CARD_MAX_AGE_SECONDS`) and CORS ``*``; ``If-None-Match`` naming the
-current tag (or ``*``) answers 304 with the same headers and no body. An unknown agent, an agent
-with ``a2a_enabled = false`` and a malformed id are the same 404 ``agent_not_found``, rendered by
-:func:`~hivegate.a2a.rendering.a2a_error_response`. A card is rebuilt only when the registry's
-spec of the agent changes.
+``GET`` and ``HEAD`` answer; ``OPTIONS`` is a CORS preflight (204); any other method is 405
+``method_not_allowed`` with ``Allow``. A card answers 200 with a strong ``ETag`` (the SHA-256 of
+the body bytes), ``Cache-Control: public, max-age=300`` (:data:`CARD_MAX_AGE_SECONDS`) and CORS
+``*``; ``If-None-Match`` naming the current tag (or ``*``) answers 304 with the same headers and no
+body. An unknown agent, an agent with ``a2a_enabled = false`` and a malformed id are the same 404
+``agent_not_found``, rendered by :func:`~hivegate.a2a.rendering.a2a_error_response`. A card is
+rebuilt only when the registry's spec of the agent changes.
 
 Spec: A2A 1.0 §8.2 (well-known URI), §8.6 (caching: ``Cache-Control``, ``ETag``); RFC 9110 §8.8.3
 (ETag), §13.1.2 (If-None-Match, weak comparison), §15.4.9 (308).
@@ -28,18 +27,19 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, Router
+from starlette.types import Receive, Scope, Send
 
 from hivegate.a2a.card import AGENT_CARD_PATH, agent_card, agent_card_url, card_document, gateway_card
 from hivegate.a2a.rendering import a2a_error_response
 from hivegate.agents.model import AGENT_ID_PATTERN, AgentSpec
 from hivegate.agents.registry import AgentRegistry
-from hivegate.errors import AgentNotFoundError
+from hivegate.errors import AgentNotFoundError, MethodNotAllowedError
 
 __all__ = ["CARD_MAX_AGE_SECONDS", "LEGACY_CARD_PATH", "AgentCardEndpoints", "if_none_match_selects"]
 
@@ -53,6 +53,41 @@ LEGACY_CARD_PATH = "/.well-known/agent.json"
 _AGENT_ID = re.compile(AGENT_ID_PATTERN)
 _PUBLIC = {"Access-Control-Allow-Origin": "*", "Access-Control-Expose-Headers": "ETag"}
 _CACHE_CONTROL = f"public, max-age={CARD_MAX_AGE_SECONDS}"
+_ALLOW = "GET, HEAD, OPTIONS"
+_PREFLIGHT = {
+    "Allow": _ALLOW,
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "GET, HEAD",
+    "Access-Control-Allow-Headers": "If-None-Match",
+    "Access-Control-Max-Age": "86400",
+}
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class _CardEndpoint:
+    """An ASGI app for one card path, every method (Starlette routes an app, unlike a function, for all of
+    them): ``GET``/``HEAD`` → ``handler``; ``OPTIONS`` → 204 with CORS (a browser's preflight of
+    ``If-None-Match``); anything else → 405 ``method_not_allowed`` in the plane's shape, with ``Allow``."""
+
+    def __init__(self, handler: Handler) -> None:
+        self._handler = handler
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        if request.method in ("GET", "HEAD"):
+            response = await self._handler(request)
+        elif request.method == "OPTIONS":
+            response = Response(status_code=204, headers=_PREFLIGHT)
+        else:
+            error = MethodNotAllowedError(f"{request.method[:20]} is not allowed here; use GET")
+            error.headers["Allow"] = _ALLOW
+            response = a2a_error_response(error)
+        await response(scope, receive, send)
+
+
+def _card_route(path: str, handler: Handler) -> Route:
+    return Route(path, _CardEndpoint(handler))
 
 
 class _Served:
@@ -83,10 +118,10 @@ class AgentCardEndpoints:
     def routes(self) -> list[BaseRoute]:
         """The per-agent routes, for the gateway's Starlette app (each path segment ``{agent_id}``)."""
         return [
-            Route(f"/{{agent_id}}{AGENT_CARD_PATH}", self._agent_card, methods=["GET"]),
-            Route(f"/agents/{{agent_id}}{AGENT_CARD_PATH}", self._agent_card, methods=["GET"]),
-            Route(f"/{{agent_id}}{LEGACY_CARD_PATH}", self._legacy_agent_card, methods=["GET"]),
-            Route(f"/agents/{{agent_id}}{LEGACY_CARD_PATH}", self._legacy_agent_card, methods=["GET"]),
+            _card_route(f"/{{agent_id}}{AGENT_CARD_PATH}", self._agent_card),
+            _card_route(f"/agents/{{agent_id}}{AGENT_CARD_PATH}", self._agent_card),
+            _card_route(f"/{{agent_id}}{LEGACY_CARD_PATH}", self._legacy_agent_card),
+            _card_route(f"/agents/{{agent_id}}{LEGACY_CARD_PATH}", self._legacy_agent_card),
         ]
 
     def root(self) -> Router:
@@ -94,8 +129,8 @@ class AgentCardEndpoints:
         (the route table sends those exact paths here; the rest of ``/.well-known/*`` stays OAuth's)."""
         return Router(
             routes=[
-                Route(AGENT_CARD_PATH, self._root_card, methods=["GET"]),
-                Route(LEGACY_CARD_PATH, self._legacy_root_card, methods=["GET"]),
+                _card_route(AGENT_CARD_PATH, self._root_card),
+                _card_route(LEGACY_CARD_PATH, self._legacy_root_card),
             ],
             redirect_slashes=False,
         )
