@@ -98,6 +98,7 @@ def create_app(gateway: Gateway) -> RouteTable:
         exact={"/mcp": surfaces.user, **dict.fromkeys(cards.root_paths(), root_cards)},
         prefixes={"oauth": auth, ".well-known": auth},
         rest=McpLookalikes(rest),
+        agent_documents=dict.fromkeys(cards.agent_documents(), rest),
     )
 
 

@@ -51,6 +51,12 @@ owner = "alice"
 a2a_enabled = false
 
 [[agents]]
+id = "oauth"
+name = "Named like the OAuth plane's prefix"
+owner = "alice"
+auth = "none"
+
+[[agents]]
 id = "terse"
 name = "Terse"
 owner = "alice"
@@ -228,9 +234,22 @@ def test_root_card_describes_the_gateway_and_lists_no_agent(gateway: GatewayProc
     params = card.capabilities.extensions[0].params
     assert params["agentCardUrlTemplate"] == f"{PUBLIC_URL}/{{agentId}}/.well-known/agent-card.json"
     assert all(url.startswith(f"{PUBLIC_URL}/") for url in _urls(response.json()))
-    for agent_id in ("payroll", "terse", "a2a-off"):
+    for agent_id in ("payroll", "terse", "a2a-off", "Named like"):
         assert agent_id not in response.text
     assert _get(gateway, "/.well-known/agent-card.json", {"If-None-Match": response.headers["etag"]}).status_code == 304
+
+
+def test_agent_named_like_a_prefix_has_its_card(gateway: GatewayProcess) -> None:
+    """/oauth/* belongs to the OAuth plane, but /oauth/.well-known/agent-card.json is the agent oauth's card."""
+    response = _get(gateway, "/oauth/.well-known/agent-card.json")
+    assert response.status_code == 200
+    assert _parse(response.json()).name == "Named like the OAuth plane's prefix"
+    legacy = _get(gateway, "/oauth/.well-known/agent.json")
+    assert (legacy.status_code, legacy.headers["location"]) == (308, f"{PUBLIC_URL}/oauth/.well-known/agent-card.json")
+    assert _get(gateway, "/oauth/nothing").json()["error"] == "not_found"  # still the OAuth plane
+    odd = _get(gateway, "/.well-known/.well-known/agent-card.json")
+    assert odd.status_code == 404
+    assert odd.json()["error"]["details"][0]["metadata"]["code"] == "agent_not_found"
 
 
 def test_oauth_documents_still_served_under_well_known(gateway: GatewayProcess) -> None:

@@ -140,6 +140,12 @@ class AgentCardEndpoints:
         """The exact paths :meth:`root` serves."""
         return (AGENT_CARD_PATH, LEGACY_CARD_PATH)
 
+    @staticmethod
+    def agent_documents() -> tuple[str, ...]:
+        """The tails after ``/{agentId}/`` that :meth:`routes` serve (``.well-known/agent-card.json``), for
+        :class:`~hivegate.routing.RouteTable` to send here even when the id is also a prefix (``oauth``)."""
+        return (AGENT_CARD_PATH.removeprefix("/"), LEGACY_CARD_PATH.removeprefix("/"))
+
     async def _agent_card(self, request: Request) -> Response:
         agent_id: str = request.path_params["agent_id"]
         spec = self._registry.get(agent_id)
