@@ -150,6 +150,7 @@ class AgentCardEndpoints:
         agent_id: str = request.path_params["agent_id"]
         spec = self._registry.get(agent_id)
         if spec is None or not spec.a2a_enabled:
+            self._cards.pop(agent_id, None)  # a deleted agent's card is not kept
             return a2a_error_response(_not_found(agent_id))
         cached = self._cards.get(agent_id)
         if cached is None or cached[0] is not spec:
