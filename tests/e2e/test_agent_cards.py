@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.types import AgentCard
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.proto_utils import validate_proto_required_fields
@@ -130,6 +131,16 @@ def test_every_demo_agent_card_parses_with_the_sdk(demo: GatewayProcess) -> None
         assert all(url.startswith(f"{PUBLIC_URL}/") for url in urls), urls
         assert HOSTILE_HOST not in response.text
         assert card.capabilities.extensions[0].params["mcp"] == f"{PUBLIC_URL}/{spec.id}/mcp"
+
+
+async def test_sdk_client_resolves_the_card_and_finds_no_binding_yet(gateway: GatewayProcess) -> None:
+    """The SDK's resolver, from the agent's base URL alone, reads the card; the client then finds no binding
+    it can use and stops before any call (docs/a2a.md: no supportedInterfaces until the bindings exist)."""
+    async with httpx.AsyncClient(timeout=10) as http:
+        card = await A2ACardResolver(http, f"{gateway.url}/payroll").get_agent_card()
+        assert (card.name, len(card.supported_interfaces)) == ("Payroll", 0)
+        with pytest.raises(ValueError, match="no compatible transports"):
+            await create_client(card, client_config=ClientConfig(httpx_client=http))
 
 
 def test_credential_requiring_agent_card_is_public_and_names_the_credentials(gateway: GatewayProcess) -> None:
