@@ -6,7 +6,10 @@ One route table (:class:`~hivegate.routing.RouteTable`):
   behind the credential gate (:mod:`hivegate.auth.gate`);
 - ``/mcp``: the user-level MCP endpoint, every agent the caller may use (:mod:`hivegate.mcp.user_endpoint`);
 - ``/oauth/*`` and ``/.well-known/*``: the OAuth authorization server and the protected-resource
-  metadata (:mod:`hivegate.auth.oauth.server`);
+  metadata (:mod:`hivegate.auth.oauth.server`), except the two exact paths of the gateway's agent
+  card, ``/.well-known/agent-card.json`` and ``/.well-known/agent.json``;
+- ``/{agentId}/.well-known/agent-card.json`` (and its ``/agents/…`` alias, and the legacy
+  ``agent.json`` name): the agent's public A2A card (:mod:`hivegate.a2a.card_routes`);
 - ``/``: what the gateway serves, HTML or JSON (:mod:`hivegate.home`);
 - ``/healthz``: the process is alive (200 ``{"status":"ok"}``);
 - a path ending ``/mcp/`` (an MCP endpoint with a trailing slash): 404 with a JSON-RPC error body
@@ -32,6 +35,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from hivegate import __version__
+from hivegate.a2a.card_routes import AgentCardEndpoints
 from hivegate.auth.oauth.endpoints import OAuthPlaneErrors
 from hivegate.errors import NotFoundError, StoreUnavailableError
 from hivegate.gateway import Gateway
@@ -71,11 +76,13 @@ def create_app(gateway: Gateway) -> RouteTable:
             return JSONResponse(body, status_code=503, headers={"Cache-Control": "no-store"})
         return JSONResponse({"status": "ok", "store": "ok", "agents": len(gateway.registry.all())})
 
+    cards = AgentCardEndpoints(gateway.registry, gateway.settings.base_url(), __version__)
     rest = Starlette(
         routes=[
             Route("/", HomePage(gateway.settings.base_url()).endpoint, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
+            *cards.routes(),
         ],
         lifespan=lifespan,
     )
@@ -85,11 +92,13 @@ def create_app(gateway: Gateway) -> RouteTable:
     oauth_router = Router(routes=gateway.authorization_server.routes(), redirect_slashes=False)
     auth = OAuthPlaneErrors(oauth_router)
     surfaces = gateway.surfaces
+    root_cards = cards.root()
     return RouteTable(
         agent=surfaces.agent,
-        exact={"/mcp": surfaces.user},
+        exact={"/mcp": surfaces.user, **dict.fromkeys(cards.root_paths(), root_cards)},
         prefixes={"oauth": auth, ".well-known": auth},
         rest=McpLookalikes(rest),
+        agent_documents=dict.fromkeys(cards.agent_documents(), rest),
     )
 
 

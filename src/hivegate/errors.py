@@ -34,6 +34,7 @@ __all__ = [
     "InvalidParamsError",
     "InvalidRequestError",
     "McpDisabledError",
+    "MethodNotAllowedError",
     "MethodNotFoundError",
     "MisdirectedRequestError",
     "NotAcceptableError",
@@ -194,6 +195,15 @@ class MethodNotFoundError(GatewayError):
     code = "method_not_found"
     http_status = 404
     jsonrpc_code = METHOD_NOT_FOUND
+
+
+class MethodNotAllowedError(GatewayError):
+    """An HTTP method the path does not answer (RFC 9110 §15.5.6); ``headers`` carries ``Allow``."""
+
+    code = "method_not_allowed"
+    http_status = 405
+    jsonrpc_code = INVALID_REQUEST
+    oauth_code = "invalid_request"
 
 
 class NotFoundError(GatewayError):

@@ -5,9 +5,11 @@ An HTTP request is matched, in this order, by:
 1. its path split on ``/``: ``/{agentId}/mcp`` and ``/agents/{agentId}/mcp`` reach the agent
    endpoint with ``path_params = {"agent_id": ...}`` (an agent named ``agents`` is served at
    ``/agents/mcp`` and ``/agents/agents/mcp``);
-2. the whole path in a dict of exact paths (``/mcp``);
-3. its first segment in a dict of prefixes (``oauth``, ``.well-known``);
-4. else the Starlette app ``rest`` (its routes, 404 and 405 answers, and the lifespan).
+2. the whole path in a dict of exact paths (``/mcp``, the root agent card);
+3. for ``/{agentId}/{a}/{b}``, its tail ``{a}/{b}`` in a dict of agent documents
+   (``.well-known/agent-card.json``): so an agent named like a prefix (``oauth``) still has them;
+4. its first segment in a dict of prefixes (``oauth``, ``.well-known``);
+5. else the Starlette app ``rest`` (its routes, 404 and 405 answers, and the lifespan).
 
 The split replaces Starlette's per-route regex matching for the MCP endpoint, the hot path.
 """
@@ -32,15 +34,24 @@ class RouteTable:
         exact: whole paths (``"/mcp"``) → app.
         prefixes: first path segments (``"oauth"`` for ``/oauth/...``) → app.
         rest: everything else, and every non-HTTP scope (``lifespan``).
+        agent_documents: two-segment tails after an agent id (``".well-known/agent-card.json"``) → app,
+            matched before ``prefixes`` (the app reads the id from the path itself).
     """
 
     def __init__(
-        self, *, agent: ASGIApp, exact: Mapping[str, ASGIApp], prefixes: Mapping[str, ASGIApp], rest: ASGIApp
+        self,
+        *,
+        agent: ASGIApp,
+        exact: Mapping[str, ASGIApp],
+        prefixes: Mapping[str, ASGIApp],
+        rest: ASGIApp,
+        agent_documents: Mapping[str, ASGIApp] | None = None,
     ) -> None:
         self._agent = agent
         self._exact = dict(exact)
         self._prefixes = dict(prefixes)
         self._rest = rest
+        self._agent_documents = dict(agent_documents or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -52,6 +63,8 @@ class RouteTable:
                 await self._agent(scope, receive, send)
                 return
             app = self._exact.get(path)
+            if app is None and len(parts) == 4 and parts[1]:
+                app = self._agent_documents.get(f"{parts[2]}/{parts[3]}")
             if app is None and len(parts) > 1:
                 app = self._prefixes.get(parts[1])
             if app is not None:

@@ -12,6 +12,7 @@ TOML shape (``[[agents]]`` tables in an agents file)::
     version = "1.0.0"
     owner = "alice"                   # required: the username whose keys and OAuth grants reach the agent
     mcp_enabled = true
+    a2a_enabled = true                # the public A2A agent card (404 when false)
     auth = "required"                 # or "none": served without credentials (demo, conformance)
     page_size = 50                    # items per page on the four list methods
     invoke_timeout_seconds = 60       # one call's deadline; then -32003 "Agent reply timeout" (service_timeout)
@@ -249,6 +250,8 @@ class AgentSpec(_Spec):
     owner: Annotated[str, Field(pattern=OWNER_PATTERN)]
     """Username of the user who owns the agent: their ``oag_`` keys and OAuth grants reach it."""
     mcp_enabled: bool = True
+    a2a_enabled: bool = True
+    """With ``False`` the agent has no A2A surface: its agent card is 404 (``agent_not_found``)."""
     auth: Literal["required", "none"] = "required"
     """``"none"`` serves the agent to anyone without credentials (demo and conformance agents)."""
     instructions: str | None = None

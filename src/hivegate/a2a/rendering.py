@@ -1,0 +1,54 @@
+"""The A2A plane's one error renderer: a :class:`~hivegate.errors.GatewayError` as an HTTP+JSON error response.
+
+Body (A2A 1.0 §11.6, the ``google.rpc.Status`` shape of AIP-193)::
+
+    {"error": {"code": 404, "status": "NOT_FOUND", "message": "...",
+               "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                            "reason": "AGENT_NOT_FOUND", "domain": "hivegate",
+                            "metadata": {"code": "agent_not_found"}}]}}
+
+``metadata.code`` is the catalogue code (``docs/errors.md``); ``reason`` is the same in the
+upper case ErrorInfo asks for. The error's ``headers`` are sent too.
+
+Spec: A2A 1.0 §11.6 (HTTP+JSON error responses), google.rpc.Status / ErrorInfo.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.responses import JSONResponse
+
+from hivegate.errors import GatewayError
+
+__all__ = ["ERROR_DOMAIN", "a2a_error_response"]
+
+ERROR_DOMAIN = "hivegate"
+"""``ErrorInfo.domain`` of hivegate's own errors (the A2A spec's errors use ``a2a-protocol.org``)."""
+
+_STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    429: "RESOURCE_EXHAUSTED",
+    501: "UNIMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+"""HTTP status → ``google.rpc.Code`` name; any other status is ``INTERNAL`` (5xx) or ``FAILED_PRECONDITION``."""
+
+
+def a2a_error_response(error: GatewayError) -> JSONResponse:
+    """``error`` as the A2A HTTP+JSON error response (module docstring), with its status and headers."""
+    status = error.http_status
+    name = _STATUS_NAMES.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
+    info: dict[str, Any] = {
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": error.code.upper(),
+        "domain": ERROR_DOMAIN,
+        "metadata": {"code": error.code},
+    }
+    body = {"error": {"code": status, "status": name, "message": error.message, "details": [info]}}
+    return JSONResponse(body, status_code=status, headers=error.headers)
