@@ -3,7 +3,7 @@
 One gateway, a SQLite registry with two users (alice, bob), each with an ``oag_`` key, and alice's
 ``bak_`` key for ``echo``. Agents: alice's ``echo`` and ``echo2`` (the demo echo agent, streaming a
 reply word by word), ``waiter`` (waits until cancelled, recording start and cancellation in marker
-files), ``notes`` (an MCP server only: no invocable backend), ``off`` (``a2a_enabled = false``) and
+files), ``slow`` (the same with a 1 s deadline), ``failing`` (raises an AgentError), ``notes`` (an MCP server only: no invocable backend), ``off`` (``a2a_enabled = false``) and
 ``open`` (``auth = "none"``); bob's ``bobecho``.
 """
 
@@ -61,6 +61,12 @@ async def reply(invocation):
         (MARKS / f"cancelled-{invocation.message}").write_text("", encoding="utf-8")
         raise
     return "too late"
+
+
+def fail(invocation):
+    from hivegate.errors import AgentError
+
+    raise AgentError(f"cannot answer {invocation.message}")
 '''
 
 CONFIG = """
@@ -81,6 +87,19 @@ id = "waiter"
 name = "Waiter"
 owner = "alice"
 backend = { type = "python", callable = "waiter_agent:reply" }
+
+[[agents]]
+id = "slow"
+name = "Slow"
+owner = "alice"
+invoke_timeout_seconds = 1
+backend = { type = "python", callable = "waiter_agent:reply" }
+
+[[agents]]
+id = "failing"
+name = "Failing"
+owner = "alice"
+backend = { type = "python", callable = "waiter_agent:fail" }
 
 [[agents]]
 id = "notes"
@@ -237,6 +256,19 @@ async def test_cancel_cancels_the_running_call(served: Served) -> None:
             await client.cancel_task(CancelTaskRequest(id=task.id))
 
 
+async def test_agent_failure_and_deadline_are_failed_tasks_with_their_text(served: Served) -> None:
+    async with _client(served, "failing", served.alice, streaming=False) as client:
+        task = _final_task(await _send(client, "this"))
+    assert task.status.state == TaskState.TASK_STATE_FAILED
+    assert task.status.message.parts[0].text == "cannot answer this"
+    text = f"slow-{uuid.uuid4().hex[:8]}"
+    async with _client(served, "slow", served.alice, streaming=False) as client:
+        task = _final_task(await _send(client, text))
+    assert task.status.state == TaskState.TASK_STATE_FAILED
+    assert task.status.message.parts[0].text == "Agent reply timeout"
+    await _wait_for(served.folder / "marks" / f"cancelled-{text}")  # the deadline cancelled the backend call
+
+
 async def test_tasks_are_isolated_by_user_and_by_agent(served: Served) -> None:
     async with _client(served, "echo", served.alice, streaming=False) as alice:
         task = _final_task(await _send(alice, MESSAGE))
@@ -308,6 +340,12 @@ def test_a2a_version_missing_is_0_3(served: Served) -> None:
     result = _rpc(served, "echo", "message/send", old, served.alice, version=None).json()["result"]
     assert (result["kind"], result["status"]["state"]) == ("task", "completed")
     assert result["artifacts"][0]["parts"][0]["text"] == "hi"
+    headers = {"Authorization": f"Bearer {served.alice}"}
+    rest = httpx.post(
+        f"{served.gateway.url}/echo/a2a/message:send", json=_message_body("x"), headers=headers, timeout=10
+    )
+    assert rest.status_code == 400
+    assert rest.json()["error"]["details"][0]["reason"] == "VERSION_NOT_SUPPORTED"
 
 
 def test_no_credential_is_401_with_a_challenge_in_each_binding_shape(served: Served) -> None:
