@@ -3,8 +3,9 @@
 One gateway, a SQLite registry with two users (alice, bob), each with an ``oag_`` key, and alice's
 ``bak_`` key for ``echo``. Agents: alice's ``echo`` and ``echo2`` (the demo echo agent, streaming a
 reply word by word), ``waiter`` (waits until cancelled, recording start and cancellation in marker
-files), ``slow`` (the same with a 1 s deadline), ``failing`` (raises an AgentError), ``notes`` (an MCP server only: no invocable backend), ``off`` (``a2a_enabled = false``) and
-``open`` (``auth = "none"``); bob's ``bobecho``.
+files), ``slow`` (the same with a 1 s deadline), ``failing`` (raises an AgentError), ``notes`` (an
+MCP server only: no invocable backend), ``off`` (``a2a_enabled = false``) and ``open``
+(``auth = "none"``); bob's ``bobecho``.
 """
 
 from __future__ import annotations
