@@ -36,6 +36,7 @@ from a2a.types import (
     SendMessageConfiguration,
     SendMessageRequest,
     StreamResponse,
+    SubscribeToTaskRequest,
     Task,
     TaskState,
 )
@@ -255,6 +256,10 @@ async def test_cancel_cancels_the_running_call(served: Served) -> None:
         assert (await client.get_task(GetTaskRequest(id=task.id))).status.state == TaskState.TASK_STATE_CANCELED
         with pytest.raises(TaskNotCancelableError):
             await client.cancel_task(CancelTaskRequest(id=task.id))
+    async with _client(served, "waiter", served.alice) as streaming:
+        with pytest.raises(UnsupportedOperationError), anyio.fail_after(30):  # a terminal task has nothing to send
+            async for _ in streaming.subscribe(SubscribeToTaskRequest(id=task.id)):
+                pass
 
 
 async def test_agent_failure_and_deadline_are_failed_tasks_with_their_text(served: Served) -> None:
@@ -365,6 +370,16 @@ def test_no_credential_is_401_with_a_challenge_in_each_binding_shape(served: Ser
     wrong_agent_key = _rpc(served, "echo2", "GetTask", {"id": "x"}, served.alice_echo_bak)
     assert wrong_agent_key.status_code == 403
     assert 'error="insufficient_scope"' in wrong_agent_key.headers["www-authenticate"]
+
+
+def test_wrong_method_and_unknown_operation_answer_in_the_binding_shape(served: Served) -> None:
+    headers = {"Authorization": f"Bearer {served.alice}", **_V1}
+    wrong = httpx.get(f"{served.gateway.url}/echo/a2a", headers=headers, timeout=10)
+    assert (wrong.status_code, wrong.headers["allow"]) == (405, "POST")
+    assert wrong.json()["error"]["data"][0]["metadata"]["code"] == "method_not_allowed"
+    unknown = httpx.get(f"{served.gateway.url}/echo/a2a/no/such/operation", headers=headers, timeout=10)
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["details"][0]["metadata"]["code"] == "not_found"
 
 
 @pytest.mark.parametrize("agent_id", ["off", "nobody", "bad%20id"])

@@ -8,7 +8,8 @@ any path whose second segment is ``a2a``). Per request:
 2. the credential passes :meth:`~hivegate.auth.gate.EndpointGate.admit_agent` with ``a2a=True``, the
    gate of the MCP endpoint, with the agent's MCP endpoint as the protected resource (an OAuth
    token's audience, the ``resource_metadata`` of the challenge);
-3. a refusal is rendered in the binding's shape: a JSON-RPC error (``POST /{id}/a2a``) or the
+3. a refusal (and a JSON-RPC request not POSTed: 405, or an HTTP+JSON path no operation has:
+   404 ``not_found``) is rendered in the binding's shape: a JSON-RPC error (``POST /{id}/a2a``) or the
    HTTP+JSON error of :mod:`hivegate.a2a.rendering`, with its status and ``WWW-Authenticate``;
 4. the request reaches the agent's a2a-sdk app: ``DefaultRequestHandler`` with
    ``create_jsonrpc_routes`` and ``create_rest_routes`` (``enable_v0_3_compat=True``), built on first
@@ -27,7 +28,7 @@ Spec: A2A 1.0 §3.2.6 (``A2A-Version``), §5.3 and §9 (JSON-RPC), §11 (HTTP+JS
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 
 from a2a.auth.user import User
 from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extensions
@@ -39,7 +40,7 @@ from a2a.server.tasks import TaskStore
 from a2a.types import Message, SendMessageRequest, Task
 from a2a.utils.errors import InternalError, UnsupportedOperationError
 from starlette.requests import Request
-from starlette.routing import Mount, Router
+from starlette.routing import BaseRoute, Mount, Router
 from starlette.types import Receive, Scope, Send
 
 from hivegate.a2a.card import agent_card
@@ -50,7 +51,7 @@ from hivegate.agents.model import AGENT_ID_PATTERN, AgentSpec
 from hivegate.auth.gate import EndpointGate
 from hivegate.auth.principal import Principal
 from hivegate.calls.invoke import CallTarget
-from hivegate.errors import AgentNotFoundError, GatewayError
+from hivegate.errors import AgentNotFoundError, GatewayError, MethodNotAllowedError, NotFoundError
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.transport import decode_headers
 from hivegate.routing import A2A_SEGMENT
@@ -60,6 +61,16 @@ __all__ = ["A2AEndpoint"]
 _AGENT_ID = re.compile(AGENT_ID_PATTERN)
 _SCOPE_KEY = "hivegate.a2a"
 _PRIVATE_HEADERS = frozenset({"authorization", "x-agent-api-key", "cookie"})
+
+
+async def _not_a_path(scope: Scope, receive: Receive, send: Send) -> None:
+    """A path under ``/{agentId}/a2a/`` that no HTTP+JSON operation has: 404 in the binding's shape."""
+    error = NotFoundError("No A2A HTTP+JSON operation at this path (docs/a2a.md)")
+    await a2a_error_response(error)(scope, receive, send)
+
+
+def _router(routes: Sequence[BaseRoute]) -> Router:
+    return Router(routes=list(routes), redirect_slashes=False, default=_not_a_path)
 
 
 class _PrincipalUser(User):
@@ -147,6 +158,10 @@ class A2AEndpoint:
         agent_id = parts[1]
         jsonrpc = len(parts) == 3
         try:
+            if jsonrpc and scope["method"] != "POST":
+                error = MethodNotAllowedError(f"{scope['method'][:20]} is not allowed here; JSON-RPC is POSTed")
+                error.headers["Allow"] = "POST"
+                raise error
             spec = self._admissible(agent_id)
             principal = await self._gate.admit_agent(
                 agent_id, spec, f"/{agent_id}/mcp", decode_headers(scope), a2a=True
@@ -188,8 +203,12 @@ class A2AEndpoint:
         jsonrpc = create_jsonrpc_routes(
             handler, rpc_url=prefix, context_builder=self._context_builder, enable_v0_3_compat=True
         )
-        rest = create_rest_routes(handler, context_builder=self._context_builder, enable_v0_3_compat=True)
-        # One agent's routes only: the REST routes end in a catch-all "/{tenant}" mount (§2.10 pitfall 1).
-        app = Router(routes=[*jsonrpc, Mount(prefix, routes=rest)], redirect_slashes=False)
+        rest = [
+            # The SDK's catch-all "/{tenant}" mount: its unmatched paths get the binding's 404 too.
+            Mount(route.path, app=_router(route.routes)) if isinstance(route, Mount) else route
+            for route in create_rest_routes(handler, context_builder=self._context_builder, enable_v0_3_compat=True)
+        ]
+        # One agent's routes only: that catch-all cannot capture another agent (§2.10 pitfall 1).
+        app = _router([*jsonrpc, Mount(prefix, app=_router(rest))])
         self._apps[spec.id] = (spec, app)
         return app
