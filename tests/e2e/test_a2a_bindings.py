@@ -140,6 +140,8 @@ class Served:
     alice: str
     bob: str
     alice_echo_bak: str
+    path: str
+    database_url: str
 
 
 def _cli(database_url: str, *args: str, stdin: str = "", path: str = "") -> str:
@@ -173,8 +175,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         keys[user] = _cli(database_url, "keys", "create", "--user", user).splitlines()[0].strip()
     _cli(database_url, "agents", "apply", str(config), path=path)
     bak = _cli(database_url, "keys", "create", "--user", "alice", "--agent", "echo").splitlines()[0].strip()
-    with run_gateway(config, database_url=database_url, env={"PYTHONPATH": path}) as running:
-        yield Served(running, folder, keys["alice"], keys["bob"], bak)
+    env = {"PYTHONPATH": path, "HIVEGATE_DATABASE__POLL_INTERVAL_SECONDS": "0.1"}
+    with run_gateway(config, database_url=database_url, env=env) as running:
+        yield Served(running, folder, keys["alice"], keys["bob"], bak, path, database_url)
 
 
 @asynccontextmanager
@@ -273,6 +276,28 @@ async def test_agent_failure_and_deadline_are_failed_tasks_with_their_text(serve
     assert task.status.state == TaskState.TASK_STATE_FAILED
     assert task.status.message.parts[0].text == "Agent reply timeout"
     await _wait_for(served.folder / "marks" / f"cancelled-{text}")  # the deadline cancelled the backend call
+
+
+async def test_a_running_task_stays_cancellable_across_a_change_of_its_agent(served: Served) -> None:
+    """An edit of the agent (``agents apply`` on the running server) keeps its running tasks reachable."""
+    text = f"edit-{uuid.uuid4().hex[:8]}"
+    async with _client(served, "waiter", served.alice, streaming=False) as client:
+        task = _final_task(await _send(client, text, return_immediately=True))
+        await _wait_for(served.folder / "marks" / f"started-{text}")
+        edited = served.folder / "edited.toml"
+        edited.write_text(CONFIG.replace('name = "Waiter"', 'name = "Waiter"\ndescription = "edited"'), "utf-8")
+        await anyio.to_thread.run_sync(
+            lambda: _cli(served.database_url, "agents", "apply", str(edited), path=served.path)
+        )
+        card_url = f"{served.gateway.url}/waiter/.well-known/agent-card.json"
+        async with httpx.AsyncClient(timeout=10) as http:
+            with anyio.fail_after(10):  # the server's registry poll runs every 0.1 s
+                while (await http.get(card_url)).json()["description"] != "edited":  # noqa: ASYNC110  # another process
+                    await anyio.sleep(0.05)
+        with anyio.fail_after(30):
+            cancelled = await client.cancel_task(CancelTaskRequest(id=task.id))
+        assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+        await _wait_for(served.folder / "marks" / f"cancelled-{text}")
 
 
 async def test_tasks_are_isolated_by_user_and_by_agent(served: Served) -> None:

@@ -13,8 +13,12 @@ any path whose second segment is ``a2a``). Per request:
    HTTP+JSON error of :mod:`hivegate.a2a.rendering`, with its status and ``WWW-Authenticate``;
 4. the request reaches the agent's a2a-sdk app: ``DefaultRequestHandler`` with
    ``create_jsonrpc_routes`` and ``create_rest_routes`` (``enable_v0_3_compat=True``), built on first
-   use and rebuilt when the registry's spec of the agent changes (a replaced app finishes the
-   requests it is serving). The call context carries the agent id, the principal and the task
+   use and kept while the agent exists with ``a2a_enabled`` (dropped when it is deleted or
+   switched off). A change of the agent's spec does not replace it: the handler's registry of
+   running tasks is what lets ``CancelTask`` and ``SubscribeToTask`` reach a running call, and the
+   only parts of the card the handler reads (``capabilities``) are the same for every agent; the
+   executor looks the agent's call target up at each message, so a new backend serves the next
+   message. The call context carries the agent id, the principal and the task
    owner (:func:`~hivegate.a2a.tasks.task_owner`), never the credential: the ``Authorization``,
    ``X-Agent-API-Key`` and ``Cookie`` headers are left out of its ``headers``.
 
@@ -151,7 +155,7 @@ class A2AEndpoint:
         self.base = base
         self._executor = InvocationExecutor(self.call_target)
         self._context_builder = _ContextBuilder()
-        self._apps: dict[str, tuple[AgentSpec, Router]] = {}
+        self._apps: dict[str, Router] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         parts: list[str] = scope["path"].split("/")
@@ -196,8 +200,8 @@ class A2AEndpoint:
 
     def _app(self, spec: AgentSpec) -> Router:
         cached = self._apps.get(spec.id)
-        if cached is not None and cached[0] is spec:
-            return cached[1]
+        if cached is not None:
+            return cached
         handler = _AgentRequestHandler(self, self._executor, self._store, spec)
         prefix = f"/{spec.id}/{A2A_SEGMENT}"
         jsonrpc = create_jsonrpc_routes(
@@ -210,5 +214,5 @@ class A2AEndpoint:
         ]
         # One agent's routes only: that catch-all cannot capture another agent (§2.10 pitfall 1).
         app = _router([*jsonrpc, Mount(prefix, app=_router(rest))])
-        self._apps[spec.id] = (spec, app)
+        self._apps[spec.id] = app
         return app
