@@ -42,6 +42,9 @@ __all__ = ["PURGE_INTERVAL_SECONDS", "Gateway", "Surfaces", "build_surfaces"]
 
 logger = logging.getLogger(__name__)
 
+A2A_DRAIN_SECONDS = 5.0
+"""At shutdown, how long stopping the A2A tasks still running may take (their calls are cancelled)."""
+
 PURGE_INTERVAL_SECONDS = 600.0
 """How often expired OAuth requests, codes and refresh tokens are deleted."""
 
@@ -140,7 +143,8 @@ class Gateway:
     @asynccontextmanager
     async def running(self) -> AsyncGenerator[Gateway]:
         """Run what runs while the gateway serves: the agents' runtimes, the user endpoint's sessions,
-        the registry poll (``database.poll_interval_seconds``) and the OAuth purge; all stop on exit."""
+        the registry poll (``database.poll_interval_seconds``) and the OAuth purge; all stop on exit,
+        after the A2A tasks still running have been stopped."""
         async with (
             self.host.running(),
             self.surfaces.user.running(),
@@ -149,6 +153,8 @@ class Gateway:
             tg.start_soon(self.registry.poll, self.settings.database.poll_interval_seconds)
             tg.start_soon(_purge_expired, self.storage.oauth, PURGE_INTERVAL_SECONDS)
             yield self
+            with anyio.move_on_after(A2A_DRAIN_SECONDS):
+                await self.surfaces.a2a.aclose()  # running A2A tasks end while their backends still run
             tg.cancel_scope.cancel()
 
     async def close(self) -> None:

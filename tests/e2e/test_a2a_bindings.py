@@ -11,6 +11,7 @@ MCP server only: no invocable backend), ``off`` (``a2a_enabled = false``) and ``
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -437,3 +438,31 @@ async def test_same_reply_over_mcp_and_a2a(served: Served) -> None:
     async with _client(served, "echo", served.alice, streaming=False) as client:
         task = _final_task(await _send(client, text))
     assert get_artifact_text(task.artifacts[0]) == mcp_text == text
+
+
+async def test_shutdown_stops_running_a2a_tasks(tmp_path: Path) -> None:
+    """Stopping the server cancels the A2A calls still running (the backend sees it) and exits cleanly."""
+    (tmp_path / "marks").mkdir()
+    (tmp_path / "waiter_agent.py").write_text(WAITER, encoding="utf-8")
+    config = tmp_path / "agents.toml"
+    config.write_text(
+        '[[agents]]\nid = "w"\nname = "W"\nowner = "alice"\nauth = "none"\n'
+        'backend = { type = "python", callable = "waiter_agent:reply" }\n',
+        encoding="utf-8",
+    )
+    text = f"shutdown-{uuid.uuid4().hex[:8]}"
+    with run_gateway(config, env={"PYTHONPATH": str(tmp_path)}) as gateway:
+        async with httpx.AsyncClient(timeout=10, headers=_V1) as http:
+            body = {**_message_body(text), "configuration": {"returnImmediately": True}}
+            response = await http.post(f"{gateway.url}/w/a2a/message:send", json=body)
+            assert response.status_code == 200, response.text
+        await _wait_for(tmp_path / "marks" / f"started-{text}")
+        gateway.process.terminate()
+        with anyio.fail_after(20):
+            code = await anyio.to_thread.run_sync(gateway.process.wait)
+        output = gateway.output()
+    # uvicorn re-raises the signal it handled once shutdown is complete, so SIGTERM is the exit status.
+    assert code in (0, -signal.SIGTERM), output
+    assert (tmp_path / "marks" / f"cancelled-{text}").exists(), output
+    assert "Traceback" not in output
+    assert "was destroyed but it is pending" not in output

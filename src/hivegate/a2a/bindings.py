@@ -156,6 +156,8 @@ class A2AEndpoint:
         self._executor = InvocationExecutor(self.call_target)
         self._context_builder = _ContextBuilder()
         self._apps: dict[str, Router] = {}
+        self._handlers: dict[str, _AgentRequestHandler] = {}
+        self._dropped: list[_AgentRequestHandler] = []
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         parts: list[str] = scope["path"].split("/")
@@ -194,7 +196,8 @@ class A2AEndpoint:
             raise AgentNotFoundError(f"No A2A agent with this id ({AGENT_ID_PATTERN})")
         spec = self._host.spec(agent_id)
         if spec is None or not spec.a2a_enabled:
-            self._apps.pop(agent_id, None)
+            if self._apps.pop(agent_id, None) is not None:
+                self._dropped.append(self._handlers.pop(agent_id))  # its running tasks finish; closed at shutdown
             raise AgentNotFoundError(f"No A2A agent {agent_id} on this gateway")
         return spec
 
@@ -215,4 +218,14 @@ class A2AEndpoint:
         # One agent's routes only: that catch-all cannot capture another agent (§2.10 pitfall 1).
         app = _router([*jsonrpc, Mount(prefix, app=_router(rest))])
         self._apps[spec.id] = app
+        self._handlers[spec.id] = handler
         return app
+
+    async def aclose(self) -> None:
+        """Stop every handler's running tasks (their calls are cancelled), so none is left at shutdown."""
+        handlers = [*self._handlers.values(), *self._dropped]
+        self._apps.clear()
+        self._handlers.clear()
+        self._dropped.clear()
+        for handler in handlers:
+            await handler.aclose()
