@@ -11,8 +11,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from mcp import Client
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hivegate.routing import agent_in_path
+from hivegate.routing import RouteTable, agent_in_path
 from tests.gateway_process import GatewayProcess, run_gateway
 
 TIMEOUT_SECONDS = 10
@@ -110,3 +111,38 @@ def test_fixed_routes_keep_their_methods(gateway: GatewayProcess) -> None:
 )
 def test_agent_in_path(path: str, agent_id: str | None) -> None:
     assert agent_in_path(path.split("/")) == agent_id
+
+
+@pytest.mark.parametrize(
+    ("path", "plane"),
+    [
+        ("/echo/a2a", "a2a"),
+        ("/echo/a2a/tasks", "a2a"),
+        ("/oauth/a2a", "a2a"),  # an agent named like a prefix has its bindings
+        ("/agents/a2a/message:send", "a2a"),
+        ("/echo/mcp", "agent"),
+        ("//a2a", "rest"),
+        ("/echo/a2ax", "rest"),
+        ("/a2a", "rest"),
+        ("/oauth/token", "oauth"),
+    ],
+)
+async def test_a2a_paths_reach_the_a2a_bindings(path: str, plane: str) -> None:
+    reached: list[str] = []
+
+    def app(name: str) -> ASGIApp:
+        async def record(scope: Scope, receive: Receive, send: Send) -> None:
+            reached.append(name)
+
+        return record
+
+    table = RouteTable(agent=app("agent"), exact={}, prefixes={"oauth": app("oauth")}, rest=app("rest"), a2a=app("a2a"))
+
+    async def receive() -> Message:
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        pass
+
+    await table({"type": "http", "path": path, "method": "POST", "headers": []}, receive, send)
+    assert reached == [plane]

@@ -8,6 +8,8 @@ One route table (:class:`~hivegate.routing.RouteTable`):
 - ``/oauth/*`` and ``/.well-known/*``: the OAuth authorization server and the protected-resource
   metadata (:mod:`hivegate.auth.oauth.server`), except the two exact paths of the gateway's agent
   card, ``/.well-known/agent-card.json`` and ``/.well-known/agent.json``;
+- ``/{agentId}/a2a`` (JSON-RPC) and ``/{agentId}/a2a/…`` (HTTP+JSON): the agent's A2A bindings, behind
+  the same gate (:mod:`hivegate.a2a.bindings`);
 - ``/{agentId}/.well-known/agent-card.json`` (and its ``/agents/…`` alias, and the legacy
   ``agent.json`` name): the agent's public A2A card (:mod:`hivegate.a2a.card_routes`);
 - ``/``: what the gateway serves, HTML or JSON (:mod:`hivegate.home`);
@@ -99,6 +101,7 @@ def create_app(gateway: Gateway) -> RouteTable:
         prefixes={"oauth": auth, ".well-known": auth},
         rest=McpLookalikes(rest),
         agent_documents=dict.fromkeys(cards.agent_documents(), rest),
+        a2a=surfaces.a2a,
     )
 
 

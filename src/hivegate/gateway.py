@@ -2,7 +2,7 @@
 
 :meth:`Gateway.open` opens the storage (one engine, one migration: :func:`hivegate.storage.open_storage`),
 loads the agent registry and applies the config file's agents, then builds the agent host, the
-credential gate, the OAuth authorization server and the MCP surfaces. Nothing is bound later:
+credential gate, the OAuth authorization server, the MCP surfaces and the A2A bindings. Nothing is bound later:
 :func:`hivegate.app.create_app` takes a built gateway, and its lifespan only runs
 :meth:`Gateway.running` (the host's runtimes, the user endpoint's sessions, the registry poll
 and the OAuth purge) and then :meth:`Gateway.close`.
@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 
 import anyio
 
+from hivegate.a2a.bindings import A2AEndpoint
+from hivegate.a2a.tasks import open_task_store
 from hivegate.agents.loader import load_agents_file
 from hivegate.agents.registry import AgentRegistry
 from hivegate.auth.gate import EndpointGate
@@ -40,21 +42,30 @@ __all__ = ["PURGE_INTERVAL_SECONDS", "Gateway", "Surfaces", "build_surfaces"]
 
 logger = logging.getLogger(__name__)
 
+A2A_DRAIN_SECONDS = 5.0
+"""At shutdown, how long stopping the A2A tasks still running may take (their calls are cancelled)."""
+
 PURGE_INTERVAL_SECONDS = 600.0
 """How often expired OAuth requests, codes and refresh tokens are deleted."""
 
 
 @dataclass(frozen=True, slots=True)
 class Surfaces:
-    """The MCP endpoints (ASGI apps): ``agent`` serves ``/{agentId}/mcp``, ``user`` serves ``/mcp``."""
+    """The endpoints (ASGI apps): ``agent`` serves ``/{agentId}/mcp``, ``user`` serves ``/mcp``, ``a2a``
+    serves ``/{agentId}/a2a`` and ``/{agentId}/a2a/…`` (the A2A bindings)."""
 
     agent: McpEndpoint
     user: UserEndpoint
+    a2a: A2AEndpoint
 
 
 def build_surfaces(host: AgentHost, settings: Settings, gate: EndpointGate) -> Surfaces:
-    """The MCP endpoints over ``host``, behind ``gate`` (the one place that builds them)."""
-    return Surfaces(agent=McpEndpoint(host, settings, gate), user=UserEndpoint(host, settings, gate))
+    """The MCP endpoints and the A2A bindings over ``host``, behind ``gate`` (the one place that builds them)."""
+    return Surfaces(
+        agent=McpEndpoint(host, settings, gate),
+        user=UserEndpoint(host, settings, gate),
+        a2a=A2AEndpoint(host, gate, open_task_store(), settings.base_url()),
+    )
 
 
 @dataclass(eq=False)
@@ -132,7 +143,8 @@ class Gateway:
     @asynccontextmanager
     async def running(self) -> AsyncGenerator[Gateway]:
         """Run what runs while the gateway serves: the agents' runtimes, the user endpoint's sessions,
-        the registry poll (``database.poll_interval_seconds``) and the OAuth purge; all stop on exit."""
+        the registry poll (``database.poll_interval_seconds``) and the OAuth purge; all stop on exit,
+        after the A2A tasks still running have been stopped."""
         async with (
             self.host.running(),
             self.surfaces.user.running(),
@@ -141,6 +153,8 @@ class Gateway:
             tg.start_soon(self.registry.poll, self.settings.database.poll_interval_seconds)
             tg.start_soon(_purge_expired, self.storage.oauth, PURGE_INTERVAL_SECONDS)
             yield self
+            with anyio.move_on_after(A2A_DRAIN_SECONDS):
+                await self.surfaces.a2a.aclose()  # running A2A tasks end while their backends still run
             tg.cancel_scope.cancel()
 
     async def close(self) -> None:

@@ -5,11 +5,13 @@ An HTTP request is matched, in this order, by:
 1. its path split on ``/``: ``/{agentId}/mcp`` and ``/agents/{agentId}/mcp`` reach the agent
    endpoint with ``path_params = {"agent_id": ...}`` (an agent named ``agents`` is served at
    ``/agents/mcp`` and ``/agents/agents/mcp``);
-2. the whole path in a dict of exact paths (``/mcp``, the root agent card);
-3. for ``/{agentId}/{a}/{b}``, its tail ``{a}/{b}`` in a dict of agent documents
+2. ``/{agentId}/a2a`` and ``/{agentId}/a2a/...``: the agent's A2A bindings (the app reads the id
+   from the path itself), before the prefixes, so an agent named like a prefix (``oauth``) has them;
+3. the whole path in a dict of exact paths (``/mcp``, the root agent card);
+4. for ``/{agentId}/{a}/{b}``, its tail ``{a}/{b}`` in a dict of agent documents
    (``.well-known/agent-card.json``): so an agent named like a prefix (``oauth``) still has them;
-4. its first segment in a dict of prefixes (``oauth``, ``.well-known``);
-5. else the Starlette app ``rest`` (its routes, 404 and 405 answers, and the lifespan).
+5. its first segment in a dict of prefixes (``oauth``, ``.well-known``);
+6. else the Starlette app ``rest`` (its routes, 404 and 405 answers, and the lifespan).
 
 The split replaces Starlette's per-route regex matching for the MCP endpoint, the hot path.
 """
@@ -25,6 +27,9 @@ __all__ = ["RouteTable"]
 ALIAS_SEGMENT = "agents"
 """The first segment of the alias ``/agents/{agentId}/mcp``."""
 
+A2A_SEGMENT = "a2a"
+"""The segment after the agent id on the A2A bindings' paths (``/{agentId}/a2a``)."""
+
 
 class RouteTable:
     """An ASGI app dispatching to ``agent``, the ``exact`` paths, the ``prefixes`` or ``rest`` (module docstring).
@@ -36,6 +41,7 @@ class RouteTable:
         rest: everything else, and every non-HTTP scope (``lifespan``).
         agent_documents: two-segment tails after an agent id (``".well-known/agent-card.json"``) → app,
             matched before ``prefixes`` (the app reads the id from the path itself).
+        a2a: the agents' A2A bindings, for ``/{agentId}/a2a`` and below (the app reads the id from the path).
     """
 
     def __init__(
@@ -46,12 +52,14 @@ class RouteTable:
         prefixes: Mapping[str, ASGIApp],
         rest: ASGIApp,
         agent_documents: Mapping[str, ASGIApp] | None = None,
+        a2a: ASGIApp | None = None,
     ) -> None:
         self._agent = agent
         self._exact = dict(exact)
         self._prefixes = dict(prefixes)
         self._rest = rest
         self._agent_documents = dict(agent_documents or {})
+        self._a2a = a2a
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -61,6 +69,9 @@ class RouteTable:
             if agent_id is not None:
                 scope["path_params"] = {"agent_id": agent_id}
                 await self._agent(scope, receive, send)
+                return
+            if self._a2a is not None and len(parts) > 2 and parts[2] == A2A_SEGMENT and parts[1]:
+                await self._a2a(scope, receive, send)
                 return
             app = self._exact.get(path)
             if app is None and len(parts) == 4 and parts[1]:

@@ -59,14 +59,19 @@ def test_every_spec_gives_a_card_the_sdk_reads_back(spec: AgentSpec) -> None:
     card = agent_card(spec, BASE)
     parsed = ParseDict(card_document(card), AgentCard())
     assert parsed == card
-    assert _missing_required(parsed) <= {"supported_interfaces"}
+    assert _missing_required(parsed) == set()
+    assert [(i.url, i.protocol_binding, i.protocol_version) for i in parsed.supported_interfaces] == [
+        (f"{BASE}/{spec.id}/a2a", "JSONRPC", "1.0"),
+        (f"{BASE}/{spec.id}/a2a", "HTTP+JSON", "1.0"),
+    ]
+    assert parsed.capabilities.streaming
     assert [skill.id for skill in parsed.skills] == ([s.id for s in spec.skills] or [spec.id])
     assert bool(parsed.security_requirements) == (spec.auth == "required")
     assert bool(parsed.capabilities.extensions) == spec.mcp_enabled
     document = card_document(card)
     urls = [str(v) for v in _values(document) if str(v).startswith(("http://", "https://"))]
     assert all(url.startswith(f"{BASE}/") for url in urls)
-    assert len(urls) == 3 * spec.mcp_enabled + 4 * (spec.auth == "required")
+    assert len(urls) == 2 + 3 * spec.mcp_enabled + 4 * (spec.auth == "required")
 
 
 def _values(value: object) -> list[object]:
@@ -84,7 +89,7 @@ def test_skill_with_empty_required_fields_is_filled() -> None:
     """Empty names and descriptions fall back (name → id, description → name); no tags → the agent's id."""
     spec = AgentSpec(id="a", name="", owner="alice", skills=(SkillSpec(id="s", name=""),))
     card = agent_card(spec, BASE)
-    assert _missing_required(card) == {"supported_interfaces"}
+    assert _missing_required(card) == set()
     assert (card.name, card.description) == ("a", "a")
     assert (card.skills[0].name, card.skills[0].description, list(card.skills[0].tags)) == ("s", "s", ["a"])
 

@@ -112,8 +112,8 @@ def _urls(value: object) -> Iterator[str]:
 
 
 def test_every_demo_agent_card_parses_with_the_sdk(demo: GatewayProcess) -> None:
-    """Each demo agent's card is an A2A 1.0 AgentCard for the SDK, with every REQUIRED field but the
-    interfaces (no binding is built yet: docs/a2a.md), and names only public_url URLs."""
+    """Each demo agent's card is an A2A 1.0 AgentCard for the SDK that passes its REQUIRED-field validation,
+    lists the JSON-RPC and HTTP+JSON bindings under the agent, and names only public_url URLs."""
     specs = load_agents_file(DEMO)
     assert specs
     for spec in specs:
@@ -123,8 +123,12 @@ def test_every_demo_agent_card_parses_with_the_sdk(demo: GatewayProcess) -> None
         document = response.json()
         card = _parse(document)
         assert (card.name, card.version) == (spec.name, spec.version)
-        assert _missing_required(card) == {"supported_interfaces"}, spec.id
-        assert "supportedInterfaces" not in document
+        assert _missing_required(card) == set(), spec.id
+        assert [(i["url"], i["protocolBinding"], i["protocolVersion"]) for i in document["supportedInterfaces"]] == [
+            (f"{PUBLIC_URL}/{spec.id}/a2a", "JSONRPC", "1.0"),
+            (f"{PUBLIC_URL}/{spec.id}/a2a", "HTTP+JSON", "1.0"),
+        ]
+        assert card.capabilities.streaming
         assert list(card.default_input_modes) == ["text/plain"]
         urls = list(_urls(document))
         assert urls, spec.id
@@ -133,22 +137,22 @@ def test_every_demo_agent_card_parses_with_the_sdk(demo: GatewayProcess) -> None
         assert card.capabilities.extensions[0].params["mcp"] == f"{PUBLIC_URL}/{spec.id}/mcp"
 
 
-async def test_sdk_client_resolves_the_card_and_finds_no_binding_yet(gateway: GatewayProcess) -> None:
-    """The SDK's resolver, from the agent's base URL alone, reads the card; the client then finds no binding
-    it can use and stops before any call (docs/a2a.md: no supportedInterfaces until the bindings exist)."""
+async def test_sdk_client_resolves_the_card_and_picks_the_jsonrpc_binding(gateway: GatewayProcess) -> None:
+    """The SDK's resolver, from the agent's base URL alone, reads the card; the client picks the JSON-RPC
+    binding at the public URL (calls are tested in test_a2a_bindings.py, on a server whose public URL is its own)."""
     async with httpx.AsyncClient(timeout=10) as http:
         card = await A2ACardResolver(http, f"{gateway.url}/payroll").get_agent_card()
-        assert (card.name, len(card.supported_interfaces)) == ("Payroll", 0)
-        with pytest.raises(ValueError, match="no compatible transports"):
-            await create_client(card, client_config=ClientConfig(httpx_client=http))
+        assert (card.name, len(card.supported_interfaces)) == ("Payroll", 2)
+        client = await create_client(card, client_config=ClientConfig(httpx_client=http))
+        await client.close()
 
 
 def test_credential_requiring_agent_card_is_public_and_names_the_credentials(gateway: GatewayProcess) -> None:
     response = _get(gateway, "/payroll/.well-known/agent-card.json", {"Host": HOSTILE_HOST})
     assert response.status_code == 200
     card = _parse(response.json())
-    assert _missing_required(card) == {"supported_interfaces"}
-    assert not card.capabilities.streaming
+    assert _missing_required(card) == set()
+    assert card.capabilities.streaming
     oauth = card.security_schemes["oauth"].oauth2_security_scheme
     flow = oauth.flows.authorization_code
     assert oauth.oauth2_metadata_url == f"{PUBLIC_URL}/.well-known/oauth-authorization-server"
@@ -169,7 +173,7 @@ def test_credential_requiring_agent_card_is_public_and_names_the_credentials(gat
 def test_fallbacks_fill_the_required_fields(gateway: GatewayProcess) -> None:
     """No description, no skills, MCP off, auth none: a valid card with no security and no MCP extension."""
     card = _parse(_get(gateway, "/terse/.well-known/agent-card.json").json())
-    assert _missing_required(card) == {"supported_interfaces"}
+    assert _missing_required(card) == set()
     assert card.description == "Terse"
     assert [(s.id, list(s.tags)) for s in card.skills] == [("terse", ["terse"])]
     assert not card.security_schemes

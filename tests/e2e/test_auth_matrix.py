@@ -436,3 +436,49 @@ def test_no_redirect_is_built_from_an_unchecked_host(world: World) -> None:
     )
     assert response.status_code in (404, 421)
     assert "evil.example" not in response.headers.get("location", "")
+
+
+# The A2A bindings (docs/a2a.md "Credentials"): the same gate, with the agent's MCP endpoint as the resource.
+# An unknown agent is 404 before any credential is read (its card is a public 404); mcp_enabled does not apply.
+A2A_AGENTS: dict[str, dict[str, int]] = {
+    "alpha": ROUTES["/alpha/mcp"],
+    "beta": ROUTES["/beta/mcp"],
+    "off": {**REFUSED, "oauth": 200, "oag": 200, "bak": 403, "other_user": 404, "other_agent": 403,
+            "wrong_audience": 401},
+    "nosuch": dict.fromkeys(CREDENTIALS, 404),
+    "open": dict.fromkeys(CREDENTIALS, 200),
+}  # fmt: skip
+A2A_CELLS = [
+    (agent, credential, binding)
+    for agent in A2A_AGENTS
+    for credential in CREDENTIALS
+    for binding in ("jsonrpc", "rest")
+]
+
+
+@pytest.mark.parametrize(("agent", "credential", "binding"), A2A_CELLS, ids=["-".join(cell) for cell in A2A_CELLS])
+def test_a2a_bindings(world: World, agent: str, credential: str, binding: str) -> None:
+    base = world.gateway.url
+    headers = {"A2A-Version": "1.0", **world.credentials[credential]}
+    if binding == "jsonrpc":
+        body = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
+        response = httpx.post(f"{base}/{agent}/a2a", json=body, headers=headers, timeout=30)
+    else:
+        response = httpx.get(f"{base}/{agent}/a2a/tasks", headers=headers, timeout=30)
+    expected = A2A_AGENTS[agent][credential]
+    assert response.status_code == expected, response.text
+    document: dict[str, Any] = response.json()
+    challenge = response.headers.get("www-authenticate", "")
+    if expected == 200:
+        assert "tasks" in (document["result"] if binding == "jsonrpc" else document)
+        assert challenge == ""
+        return
+    error = document["error"]
+    info = error["data"][0] if binding == "jsonrpc" else error["details"][0]
+    code = info["metadata"]["code"]
+    if expected == 404:
+        assert code == "agent_not_found"
+    if expected == 401 or code == "insufficient_scope":
+        assert f'resource_metadata="{base}/.well-known/oauth-protected-resource/{agent}/mcp"' in challenge
+    else:
+        assert challenge == ""

@@ -5,14 +5,14 @@ Every URL a card names is built from ``base`` (:meth:`hivegate.settings.Settings
 messages, so a wrong field name or type fails when the card is built; ``card_document`` turns
 one into its ProtoJSON document (camelCase keys, defaults left out), the body served.
 
-What an agent's card claims before the A2A bindings exist (``docs/a2a.md``):
+What an agent's card claims (``docs/a2a.md``):
 
-- ``supportedInterfaces`` is empty: there is no JSON-RPC or HTTP+JSON binding yet, and a card
-  must not send a client to a URL that answers 404. The field is REQUIRED (at least one
-  element) in A2A 1.0, so the card is knowingly short of it until the bindings land; every
-  other REQUIRED field is filled (the fallbacks below).
-- ``capabilities``: ``streaming``, ``pushNotifications`` and ``extendedAgentCard`` false; the
-  MCP endpoint (when ``mcp_enabled``) as the extension :data:`INTERFACES_EXTENSION_URI`.
+- ``supportedInterfaces``: the JSON-RPC binding then the HTTP+JSON binding, both at
+  :func:`a2a_url` (``{base}/{id}/a2a``; HTTP+JSON appends ``/message:send``, ``/tasks/…``),
+  ``protocolVersion`` 1.0 (:mod:`hivegate.a2a.bindings`).
+- ``capabilities``: ``streaming`` true (both bindings stream); ``pushNotifications`` and
+  ``extendedAgentCard`` false; the MCP endpoint (when ``mcp_enabled``) as the extension
+  :data:`INTERFACES_EXTENSION_URI`.
 - ``securitySchemes`` / ``securityRequirements``: the credentials the agent's endpoints take
   (OAuth authorization code + PKCE with scope ``agent:{id}``; ``oag_``/``bak_`` keys as bearer;
   ``bak_`` in ``X-Agent-API-Key``), any one of them; none for an ``auth = "none"`` agent.
@@ -31,6 +31,7 @@ from a2a.types import (
     AgentCapabilities,
     AgentCard,
     AgentExtension,
+    AgentInterface,
     AgentSkill,
     APIKeySecurityScheme,
     AuthorizationCodeOAuthFlow,
@@ -52,6 +53,8 @@ __all__ = [
     "DEFAULT_MODES",
     "GATEWAY_EXTENSION_URI",
     "INTERFACES_EXTENSION_URI",
+    "PROTOCOL_VERSION",
+    "a2a_url",
     "agent_card",
     "agent_card_url",
     "card_document",
@@ -60,6 +63,9 @@ __all__ = [
 
 AGENT_CARD_PATH = "/.well-known/agent-card.json"
 """The well-known name of a card (A2A 1.0 §8.2, RFC 8615), under an agent's path or the root."""
+
+PROTOCOL_VERSION = "1.0"
+"""The A2A version the bindings speak (``AgentInterface.protocolVersion``; v0.3 clients are served too)."""
 
 DEFAULT_MODES = ("text/plain",)
 """An agent's message is text and its reply is text (the MCP message tool's ``message`` string)."""
@@ -86,6 +92,11 @@ def agent_card_url(base: str, agent_id: str) -> str:
     return f"{base}/{agent_id}{AGENT_CARD_PATH}"
 
 
+def a2a_url(base: str, agent_id: str) -> str:
+    """``{base}/{agent_id}/a2a``: the agent's JSON-RPC endpoint and the HTTP+JSON binding's base URL."""
+    return f"{base}/{agent_id}/a2a"
+
+
 def agent_card(spec: AgentSpec, base: str) -> AgentCard:
     """The A2A 1.0 card of the agent ``spec`` on the gateway at ``base`` (module docstring for each field).
 
@@ -95,12 +106,17 @@ def agent_card(spec: AgentSpec, base: str) -> AgentCard:
     extensions = [_interfaces_extension(spec.id, base)] if spec.mcp_enabled else []
     schemes, requirements = _security(spec, base)
     name = spec.name or spec.id
+    url = a2a_url(base, spec.id)
     return AgentCard(
         name=name,
         description=spec.description or name,
         version=spec.version,
+        supported_interfaces=[
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION),
+            AgentInterface(url=url, protocol_binding="HTTP+JSON", protocol_version=PROTOCOL_VERSION),
+        ],
         capabilities=AgentCapabilities(
-            streaming=False, push_notifications=False, extended_agent_card=False, extensions=extensions
+            streaming=True, push_notifications=False, extended_agent_card=False, extensions=extensions
         ),
         security_schemes=schemes,
         security_requirements=requirements,

@@ -10,6 +10,11 @@ Body (A2A 1.0 §11.6, the ``google.rpc.Status`` shape of AIP-193)::
 ``metadata.code`` is the catalogue code (``docs/errors.md``); ``reason`` is the same in the
 upper case ErrorInfo asks for. The error's ``headers`` are sent too.
 
+On the JSON-RPC binding (:func:`a2a_jsonrpc_error_response`) the same error is a JSON-RPC error
+object with the error's ``jsonrpc_code``, its message and ``data`` = ``[ErrorInfo]`` (A2A 1.0 §9.5:
+``data`` is a list of typed details), sent with the error's HTTP status and headers (a refused
+credential is a 401/403 with ``WWW-Authenticate``; the request's ``id`` is null: nothing was read).
+
 Spec: A2A 1.0 §11.6 (HTTP+JSON error responses), google.rpc.Status / ErrorInfo.
 """
 
@@ -21,7 +26,7 @@ from starlette.responses import JSONResponse
 
 from hivegate.errors import GatewayError
 
-__all__ = ["ERROR_DOMAIN", "a2a_error_response"]
+__all__ = ["ERROR_DOMAIN", "a2a_error_response", "a2a_jsonrpc_error_response"]
 
 ERROR_DOMAIN = "hivegate"
 """``ErrorInfo.domain`` of hivegate's own errors (the A2A spec's errors use ``a2a-protocol.org``)."""
@@ -40,15 +45,29 @@ _STATUS_NAMES = {
 """HTTP status → ``google.rpc.Code`` name; any other status is ``INTERNAL`` (5xx) or ``FAILED_PRECONDITION``."""
 
 
-def a2a_error_response(error: GatewayError) -> JSONResponse:
-    """``error`` as the A2A HTTP+JSON error response (module docstring), with its status and headers."""
-    status = error.http_status
-    name = _STATUS_NAMES.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
-    info: dict[str, Any] = {
+def _error_info(error: GatewayError) -> dict[str, Any]:
+    return {
         "@type": "type.googleapis.com/google.rpc.ErrorInfo",
         "reason": error.code.upper(),
         "domain": ERROR_DOMAIN,
         "metadata": {"code": error.code},
     }
+
+
+def a2a_jsonrpc_error_response(error: GatewayError) -> JSONResponse:
+    """``error`` as an A2A JSON-RPC error response (module docstring), with its status and headers."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": error.jsonrpc_code, "message": error.message, "data": [_error_info(error)]},
+    }
+    return JSONResponse(body, status_code=error.http_status, headers=error.headers)
+
+
+def a2a_error_response(error: GatewayError) -> JSONResponse:
+    """``error`` as the A2A HTTP+JSON error response (module docstring), with its status and headers."""
+    status = error.http_status
+    name = _STATUS_NAMES.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
+    info = _error_info(error)
     body = {"error": {"code": status, "status": name, "message": error.message, "details": [info]}}
     return JSONResponse(body, status_code=status, headers=error.headers)

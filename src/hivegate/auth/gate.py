@@ -16,6 +16,10 @@ unknown agent, or one the credential's user does not own    404     — (existen
 agent with ``mcp_enabled = false``                          403     — (code ``mcp_disabled``)
 ==========================================================  ======  ==============================
 
+The A2A bindings (``a2a=True``) pass the same gate with the agent's MCP endpoint as the resource
+(its audience and its metadata URL: one protected resource per agent); there ``mcp_enabled`` is not
+checked, and ``a2a_enabled = false`` is 404 like an unknown agent (its card is 404 too).
+
 Every challenge carries ``realm="hivegate"``, the endpoint's protected-resource metadata URL
 (RFC 9728 §5.1) and the scope it needs: ``agent:{id}`` on an agent's endpoint, ``mcp``
 (:data:`~hivegate.auth.principal.USER_SCOPE`) on the user-level endpoint ``/mcp``. 401 never
@@ -73,7 +77,13 @@ class EndpointGate:
         self._base = base
 
     async def admit_agent(
-        self, agent_id: str, spec: AgentSpec | None, path: str, headers: Iterable[tuple[str, str]]
+        self,
+        agent_id: str,
+        spec: AgentSpec | None,
+        path: str,
+        headers: Iterable[tuple[str, str]],
+        *,
+        a2a: bool = False,
     ) -> Principal:
         """The principal that may use ``agent_id`` through the endpoint at ``path``.
 
@@ -82,15 +92,17 @@ class EndpointGate:
             path: the request path (``/{id}/mcp`` or ``/agents/{id}/mcp``): the resource URL is
                 ``base + path`` and its metadata is path-inserted (RFC 9728 §3.1).
             headers: the request's (lower-case name, value) pairs, repeats included.
+            a2a: admit for an A2A binding (``path`` is then the agent's MCP path, the resource):
+                ``a2a_enabled`` is checked instead of ``mcp_enabled``.
 
         Raises:
             AuthenticationError, InsufficientScopeError: with ``WWW-Authenticate`` set in ``headers``.
-            AgentNotFoundError: unknown agent, or not the credential's user's.
-            McpDisabledError: the agent's MCP endpoint is off.
+            AgentNotFoundError: unknown agent, or not the credential's user's; for ``a2a``, an agent
+                with ``a2a_enabled = false``.
+            McpDisabledError: the agent's MCP endpoint is off (not for ``a2a``).
         """
         if spec is not None and spec.auth == "none":
-            if not spec.mcp_enabled:
-                raise McpDisabledError(f"MCP is disabled for agent {agent_id}")
+            self._check_plane(agent_id, spec, a2a=a2a)
             return ANONYMOUS
         scope = agent_scope(agent_id)
         try:
@@ -111,9 +123,16 @@ class EndpointGate:
             raise self._challenged(exc, resource_metadata_url(self._base, path), scope) from None
         if spec is None or not principal.may_reach(agent_id, spec.owner):
             raise AgentNotFoundError(agent_id)
-        if not spec.mcp_enabled:
-            raise McpDisabledError(f"MCP is disabled for agent {agent_id}")
+        self._check_plane(agent_id, spec, a2a=a2a)
         return principal
+
+    @staticmethod
+    def _check_plane(agent_id: str, spec: AgentSpec, *, a2a: bool) -> None:
+        if a2a:
+            if not spec.a2a_enabled:
+                raise AgentNotFoundError(agent_id)
+        elif not spec.mcp_enabled:
+            raise McpDisabledError(f"MCP is disabled for agent {agent_id}")
 
     async def admit_user(self, path: str, headers: Iterable[tuple[str, str]]) -> Principal:
         """The user principal for the user-level endpoint at ``path`` (``/mcp``): OAuth or ``oag_`` only.

@@ -1,0 +1,231 @@
+"""The A2A bindings of every agent: JSON-RPC at ``/{agentId}/a2a``, HTTP+JSON under ``/{agentId}/a2a/``.
+
+:class:`A2AEndpoint` is one ASGI app for every agent (:class:`~hivegate.routing.RouteTable` sends it
+any path whose second segment is ``a2a``). Per request:
+
+1. the agent id is checked (:data:`~hivegate.agents.model.AGENT_ID_PATTERN`); an unknown agent or one
+   with ``a2a_enabled = false`` is 404 ``agent_not_found`` (its card is 404 too, so nothing leaks);
+2. the credential passes :meth:`~hivegate.auth.gate.EndpointGate.admit_agent` with ``a2a=True``, the
+   gate of the MCP endpoint, with the agent's MCP endpoint as the protected resource (an OAuth
+   token's audience, the ``resource_metadata`` of the challenge);
+3. a refusal (and a JSON-RPC request not POSTed: 405, or an HTTP+JSON path no operation has:
+   404 ``not_found``) is rendered in the binding's shape: a JSON-RPC error (``POST /{id}/a2a``) or the
+   HTTP+JSON error of :mod:`hivegate.a2a.rendering`, with its status and ``WWW-Authenticate``;
+4. the request reaches the agent's a2a-sdk app: ``DefaultRequestHandler`` with
+   ``create_jsonrpc_routes`` and ``create_rest_routes`` (``enable_v0_3_compat=True``), built on first
+   use and kept while the agent exists with ``a2a_enabled`` (dropped when it is deleted or
+   switched off). A change of the agent's spec does not replace it: the handler's registry of
+   running tasks is what lets ``CancelTask`` and ``SubscribeToTask`` reach a running call, and the
+   only parts of the card the handler reads (``capabilities``) are the same for every agent; the
+   executor looks the agent's call target up at each message, so a new backend serves the next
+   message. The call context carries the agent id, the principal and the task
+   owner (:func:`~hivegate.a2a.tasks.task_owner`), never the credential: the ``Authorization``,
+   ``X-Agent-API-Key`` and ``Cookie`` headers are left out of its ``headers``.
+
+``SendMessage`` and ``SendStreamingMessage`` are refused before a task is made when the agent has no
+invocable backend (an agent that is only an MCP server: ``UnsupportedOperationError``) or when a
+part cannot be converted (``ContentTypeNotSupportedError``), so a refused message writes nothing.
+
+Spec: A2A 1.0 §3.2.6 (``A2A-Version``), §5.3 and §9 (JSON-RPC), §11 (HTTP+JSON), §3.3.2 (errors).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncGenerator, Sequence
+
+from a2a.auth.user import User
+from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extensions
+from a2a.server.context import ServerCallContext
+from a2a.server.events import Event
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import ServerCallContextBuilder, create_jsonrpc_routes, create_rest_routes
+from a2a.server.tasks import TaskStore
+from a2a.types import Message, SendMessageRequest, Task
+from a2a.utils.errors import InternalError, UnsupportedOperationError
+from starlette.requests import Request
+from starlette.routing import BaseRoute, Mount, Router
+from starlette.types import Receive, Scope, Send
+
+from hivegate.a2a.card import agent_card
+from hivegate.a2a.executor import AGENT_STATE_KEY, PRINCIPAL_STATE_KEY, InvocationExecutor, invocation_from_message
+from hivegate.a2a.rendering import a2a_error_response, a2a_jsonrpc_error_response
+from hivegate.a2a.tasks import OWNER_STATE_KEY, task_owner
+from hivegate.agents.model import AGENT_ID_PATTERN, AgentSpec
+from hivegate.auth.gate import EndpointGate
+from hivegate.auth.principal import Principal
+from hivegate.calls.invoke import CallTarget
+from hivegate.errors import AgentNotFoundError, GatewayError, MethodNotAllowedError, NotFoundError
+from hivegate.mcp.host import AgentHost
+from hivegate.mcp.transport import decode_headers
+from hivegate.routing import A2A_SEGMENT
+
+__all__ = ["A2AEndpoint"]
+
+_AGENT_ID = re.compile(AGENT_ID_PATTERN)
+_SCOPE_KEY = "hivegate.a2a"
+_PRIVATE_HEADERS = frozenset({"authorization", "x-agent-api-key", "cookie"})
+
+
+async def _not_a_path(scope: Scope, receive: Receive, send: Send) -> None:
+    """A path under ``/{agentId}/a2a/`` that no HTTP+JSON operation has: 404 in the binding's shape."""
+    error = NotFoundError("No A2A HTTP+JSON operation at this path (docs/a2a.md)")
+    await a2a_error_response(error)(scope, receive, send)
+
+
+def _router(routes: Sequence[BaseRoute]) -> Router:
+    return Router(routes=list(routes), redirect_slashes=False, default=_not_a_path)
+
+
+class _PrincipalUser(User):
+    """The admitted principal as the SDK's ``User`` (``user_name`` is the task owner string)."""
+
+    def __init__(self, principal: Principal, owner: str) -> None:
+        self._principal = principal
+        self._owner = owner
+
+    @property
+    def is_authenticated(self) -> bool:
+        return self._principal.user_id is not None
+
+    @property
+    def user_name(self) -> str:
+        return self._owner
+
+
+class _ContextBuilder(ServerCallContextBuilder):
+    """The call context of an admitted request: agent, principal, owner; the headers without credentials."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        agent_id, principal, owner = request.scope[_SCOPE_KEY]
+        headers = {name: value for name, value in request.headers.items() if name not in _PRIVATE_HEADERS}
+        return ServerCallContext(
+            user=_PrincipalUser(principal, owner),
+            state={
+                "headers": headers,
+                AGENT_STATE_KEY: agent_id,
+                PRINCIPAL_STATE_KEY: principal,
+                OWNER_STATE_KEY: owner,
+            },
+            requested_extensions=get_requested_extensions(request.headers.getlist(HTTP_EXTENSION_HEADER)),
+        )
+
+
+class _AgentRequestHandler(DefaultRequestHandler):
+    """The SDK's handler, refusing a message the agent cannot take before a task is made (module docstring)."""
+
+    def __init__(self, endpoint: A2AEndpoint, executor: InvocationExecutor, store: TaskStore, spec: AgentSpec) -> None:
+        super().__init__(agent_executor=executor, task_store=store, agent_card=agent_card(spec, endpoint.base))
+        self._endpoint = endpoint
+
+    async def _admit(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+        agent_id: str = context.state[AGENT_STATE_KEY]
+        if await self._endpoint.call_target(agent_id) is None:
+            raise UnsupportedOperationError(
+                message=f"agent {agent_id} takes no messages over A2A: it has no invocable backend"
+            )
+        invocation_from_message(agent_id, params.message, None, context.state[PRINCIPAL_STATE_KEY])
+
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
+        await self._admit(params, context)
+        return await super().on_message_send(params, context)
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        await self._admit(params, context)
+        async for event in super().on_message_send_stream(params, context):
+            yield event
+
+
+class A2AEndpoint:
+    """The ASGI app of every agent's A2A bindings (module docstring).
+
+    Args:
+        host: the agents (specs, and the runtimes that hold their call targets).
+        gate: the credential gate shared with the MCP endpoints.
+        store: the task store shared by every agent (:func:`~hivegate.a2a.tasks.open_task_store`).
+        base: ``Settings.base_url()``, for the cards the handlers hold.
+    """
+
+    def __init__(self, host: AgentHost, gate: EndpointGate, store: TaskStore, base: str) -> None:
+        self._host = host
+        self._gate = gate
+        self._store = store
+        self.base = base
+        self._executor = InvocationExecutor(self.call_target)
+        self._context_builder = _ContextBuilder()
+        self._apps: dict[str, Router] = {}
+        self._handlers: dict[str, _AgentRequestHandler] = {}
+        self._dropped: list[_AgentRequestHandler] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        parts: list[str] = scope["path"].split("/")
+        agent_id = parts[1]
+        jsonrpc = len(parts) == 3
+        try:
+            if jsonrpc and scope["method"] != "POST":
+                error = MethodNotAllowedError(f"{scope['method'][:20]} is not allowed here; JSON-RPC is POSTed")
+                error.headers["Allow"] = "POST"
+                raise error
+            spec = self._admissible(agent_id)
+            principal = await self._gate.admit_agent(
+                agent_id, spec, f"/{agent_id}/mcp", decode_headers(scope), a2a=True
+            )
+        except GatewayError as exc:
+            response = a2a_jsonrpc_error_response(exc) if jsonrpc else a2a_error_response(exc)
+            await response(scope, receive, send)
+            return
+        scope[_SCOPE_KEY] = (agent_id, principal, task_owner(principal, scope.get("client"), agent_id))
+        await self._app(spec)(scope, receive, send)
+
+    async def call_target(self, agent_id: str) -> CallTarget | None:
+        """The agent's call target (its runtime is started on first use), or None without an invocable backend.
+
+        Raises:
+            InternalError: the agent's backend cannot be started (the A2A plane's 500; details in the log).
+        """
+        try:
+            runtime = await self._host.runtime(agent_id)
+        except GatewayError as exc:
+            raise InternalError(message=exc.message) from None
+        return None if runtime is None else runtime.view.call_target
+
+    def _admissible(self, agent_id: str) -> AgentSpec:
+        if _AGENT_ID.fullmatch(agent_id) is None:
+            raise AgentNotFoundError(f"No A2A agent with this id ({AGENT_ID_PATTERN})")
+        spec = self._host.spec(agent_id)
+        if spec is None or not spec.a2a_enabled:
+            if self._apps.pop(agent_id, None) is not None:
+                self._dropped.append(self._handlers.pop(agent_id))  # its running tasks finish; closed at shutdown
+            raise AgentNotFoundError(f"No A2A agent {agent_id} on this gateway")
+        return spec
+
+    def _app(self, spec: AgentSpec) -> Router:
+        cached = self._apps.get(spec.id)
+        if cached is not None:
+            return cached
+        handler = _AgentRequestHandler(self, self._executor, self._store, spec)
+        prefix = f"/{spec.id}/{A2A_SEGMENT}"
+        jsonrpc = create_jsonrpc_routes(
+            handler, rpc_url=prefix, context_builder=self._context_builder, enable_v0_3_compat=True
+        )
+        rest = [
+            # The SDK's catch-all "/{tenant}" mount: its unmatched paths get the binding's 404 too.
+            Mount(route.path, app=_router(route.routes)) if isinstance(route, Mount) else route
+            for route in create_rest_routes(handler, context_builder=self._context_builder, enable_v0_3_compat=True)
+        ]
+        # One agent's routes only: that catch-all cannot capture another agent (§2.10 pitfall 1).
+        app = _router([*jsonrpc, Mount(prefix, app=_router(rest))])
+        self._apps[spec.id] = app
+        self._handlers[spec.id] = handler
+        return app
+
+    async def aclose(self) -> None:
+        """Stop every handler's running tasks (their calls are cancelled), so none is left at shutdown."""
+        handlers = [*self._handlers.values(), *self._dropped]
+        self._apps.clear()
+        self._handlers.clear()
+        self._dropped.clear()
+        for handler in handlers:
+            await handler.aclose()

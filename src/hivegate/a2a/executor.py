@@ -1,0 +1,154 @@
+"""The one A2A executor: an A2A message runs through the invocation layer, as MCP's ``tools/call`` does.
+
+Mapping (``docs/a2a.md``, "How MCP and A2A map"):
+
+- the message's text parts, joined by ``\\n``, are the :class:`~hivegate.backends.base.Invocation`'s
+  ``message`` (the MCP message tool's ``message``); ``contextId`` is its ``context_id``; ``raw`` and
+  ``url`` parts are ``attachments`` (base64 ``data`` or ``uri``, with ``filename`` and
+  ``mediaType``); a ``data`` part is an ``application/json`` attachment of its JSON (base64);
+- :func:`~hivegate.calls.invoke.invoke` runs it with the agent's call target, its deadline and
+  cancellation; the task goes WORKING, each reply delta is an artifact chunk (``append``) of the
+  ``response`` artifact, and the final text replaces the chunks as that artifact's one text part
+  (``append`` false, ``lastChunk`` true) before COMPLETED: a stored task holds the reply whole;
+- an agent failure (``CallFailed`` with ``agent_failed``) is FAILED with the agent's text as the
+  status message; a passed deadline (:class:`~hivegate.errors.ServiceTimeoutError`) or any other
+  gateway error of the call is FAILED with that error's message;
+- ``cancel`` writes CANCELED; the SDK then cancels the task running :meth:`execute`, which cancels
+  the running invoke (the invocation layer lets the backend see the cancellation).
+
+The binding checks, before a task is created, that the agent has an invocable backend and that the
+message's parts convert (:func:`invocation_from_message` raising
+:class:`~a2a.utils.errors.ContentTypeNotSupportedError`), so a refused message writes nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Awaitable, Callable
+
+import orjson
+from a2a.helpers import new_task_from_user_message, new_text_message
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks import TaskUpdater
+from a2a.types import Message, Part, Role
+from a2a.utils.errors import ContentTypeNotSupportedError, UnsupportedOperationError
+from google.protobuf.json_format import MessageToDict
+
+from hivegate.auth.principal import Principal
+from hivegate.backends.base import Attachment, Invocation
+from hivegate.calls.events import CallFailed, ReplyDelta
+from hivegate.calls.invoke import CallTarget, invoke
+
+__all__ = [
+    "AGENT_STATE_KEY",
+    "PRINCIPAL_STATE_KEY",
+    "RESPONSE_ARTIFACT",
+    "InvocationExecutor",
+    "TargetLookup",
+    "invocation_from_message",
+]
+
+AGENT_STATE_KEY = "hivegate.agent_id"
+"""``ServerCallContext.state`` key of the agent the request is for."""
+
+PRINCIPAL_STATE_KEY = "hivegate.principal"
+"""``ServerCallContext.state`` key of the admitted :class:`~hivegate.auth.principal.Principal`."""
+
+RESPONSE_ARTIFACT = "response"
+"""The name of the artifact that carries the agent's reply."""
+
+TargetLookup = Callable[[str], Awaitable[CallTarget | None]]
+"""The call target of an agent id (its started, invocable backend), or None when it has none."""
+
+
+def invocation_from_message(
+    agent_id: str, message: Message, context_id: str | None, principal: Principal
+) -> Invocation:
+    """The invocation of ``agent_id`` for an A2A ``message`` (module docstring for the mapping).
+
+    Raises:
+        ContentTypeNotSupportedError: a part that is none of text, raw, url and data.
+    """
+    texts: list[str] = []
+    attachments: list[Attachment] = []
+    for part in message.parts:
+        kind = part.WhichOneof("content")
+        name = part.filename or None
+        media_type = part.media_type or None
+        if kind == "text":
+            texts.append(part.text)
+        elif kind == "raw":
+            data = base64.b64encode(part.raw).decode("ascii")
+            attachments.append(Attachment(name=name, mime_type=media_type, data=data))
+        elif kind == "url":
+            attachments.append(Attachment(name=name, mime_type=media_type, uri=part.url))
+        elif kind == "data":
+            document = orjson.dumps(MessageToDict(part.data))
+            data = base64.b64encode(document).decode("ascii")
+            attachments.append(Attachment(name=name, mime_type=media_type or "application/json", data=data))
+        else:
+            raise ContentTypeNotSupportedError(message="a message part must be text, raw, url or data")
+    return Invocation(
+        agent_id=agent_id,
+        message="\n".join(texts),
+        arguments={},
+        context_id=context_id or None,
+        attachments=tuple(attachments),
+        principal=principal,
+    )
+
+
+class InvocationExecutor(AgentExecutor):
+    """Runs an A2A message as one call of the agent (module docstring); one instance serves every agent.
+
+    Args:
+        targets: finds the call target of the agent the request's context names.
+    """
+
+    def __init__(self, targets: TargetLookup) -> None:
+        self._targets = targets
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        message = context.message
+        assert message is not None  # the handler runs the executor for a message only
+        state = context.call_context.state
+        agent_id: str = state[AGENT_STATE_KEY]
+        principal: Principal = state[PRINCIPAL_STATE_KEY]
+        target = await self._targets(agent_id)
+        if target is None:  # the binding checked before the task was made; the backend changed since
+            raise UnsupportedOperationError(message=f"agent {agent_id} takes no messages (no invocable backend)")
+        task = context.current_task
+        if task is None:
+            task = new_task_from_user_message(message)
+            await event_queue.enqueue_event(task)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        request = invocation_from_message(agent_id, message, task.context_id, principal)
+        await updater.start_work()
+        artifact_id = f"{task.id}-{RESPONSE_ARTIFACT}"
+        streamed = False
+
+        async def on_delta(delta: ReplyDelta) -> None:
+            nonlocal streamed
+            await updater.add_artifact(
+                [Part(text=delta.text)], artifact_id=artifact_id, name=RESPONSE_ARTIFACT, append=streamed
+            )
+            streamed = True
+
+        outcome = await invoke(principal, target, request, on_delta)
+        if isinstance(outcome, CallFailed):
+            text = outcome.error.message
+            await updater.failed(
+                new_text_message(text, context_id=task.context_id, task_id=task.id, role=Role.ROLE_AGENT)
+            )
+            return
+        # The whole reply, replacing the streamed chunks (append false): the stored task has it as one part.
+        await updater.add_artifact(
+            [Part(text=outcome.text)], artifact_id=artifact_id, name=RESPONSE_ARTIFACT, last_chunk=True
+        )
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id = context.task_id
+        assert task_id is not None  # the handler cancels a known task only
+        await TaskUpdater(event_queue, task_id, context.context_id or "").cancel()

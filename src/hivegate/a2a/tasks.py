@@ -1,0 +1,62 @@
+"""A2A tasks: who owns one, and the one place the task store is opened.
+
+A task's owner is ``"{owner_of(principal)}/{agent_id}"`` (:func:`task_owner`): the a2a-sdk stores
+filter ``get`` and ``list`` by it, so a task is invisible to every other principal *and* through
+every other agent (``docs/a2a.md``). :func:`owner_of` is the user id for a user (OAuth token or
+``oag_`` key) and for a ``bak_`` key (the key's user); an anonymous caller of an ``auth = "none"``
+agent is ``anonymous:`` + its client address key (the key MCP budgets use, an IPv6 address by its
+/64), so two anonymous addresses never see each other's tasks.
+
+The binding (:mod:`hivegate.a2a.bindings`) computes the owner once per request and puts it in the
+``ServerCallContext``'s state under :data:`OWNER_STATE_KEY`; :func:`owner_from_context` is the
+stores' ``owner_resolver``.
+"""
+
+from __future__ import annotations
+
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import InMemoryTaskStore, TaskStore
+
+from hivegate.auth.principal import CredentialKind, Principal
+from hivegate.mcp.budgets import principal_key
+
+__all__ = ["OWNER_STATE_KEY", "open_task_store", "owner_from_context", "owner_of", "task_owner"]
+
+OWNER_STATE_KEY = "hivegate.task_owner"
+"""``ServerCallContext.state`` key of the request's task owner (:func:`task_owner`)."""
+
+_ADDRESS_PREFIX = "addr:"
+
+
+def owner_of(principal: Principal, client: tuple[str, int] | None) -> str:
+    """Whose tasks a caller sees: the user id, or ``anonymous:{address key}`` for an anonymous caller.
+
+    Args:
+        client: the ASGI ``scope["client"]`` (only read for an anonymous caller).
+    """
+    if principal.kind is CredentialKind.NONE or principal.user_id is None:
+        return "anonymous:" + principal_key(principal, client).removeprefix(_ADDRESS_PREFIX)
+    return principal.user_id
+
+
+def task_owner(principal: Principal, client: tuple[str, int] | None, agent_id: str) -> str:
+    """The owner string of the caller's tasks on ``agent_id``: ``"{owner_of(principal)}/{agent_id}"``."""
+    return f"{owner_of(principal, client)}/{agent_id}"
+
+
+def owner_from_context(context: ServerCallContext) -> str:
+    """The stores' ``owner_resolver``: the owner the binding put in the call context.
+
+    Raises:
+        KeyError: a context the binding did not build (never served: it would be an unowned task).
+    """
+    owner: str = context.state[OWNER_STATE_KEY]
+    return owner
+
+
+def open_task_store() -> TaskStore:
+    """The gateway's one task store, shared by every agent (owners keep them apart).
+
+    In memory for now: tasks last as long as the process (the SQL-persisted store replaces it here).
+    """
+    return InMemoryTaskStore(owner_resolver=owner_from_context)

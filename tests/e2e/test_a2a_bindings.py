@@ -1,0 +1,468 @@
+"""The A2A bindings on a real server (issue 9 items 2, 3 and 5): the a2a-sdk client, from the card URL alone.
+
+One gateway, a SQLite registry with two users (alice, bob), each with an ``oag_`` key, and alice's
+``bak_`` key for ``echo``. Agents: alice's ``echo`` and ``echo2`` (the demo echo agent, streaming a
+reply word by word), ``waiter`` (waits until cancelled, recording start and cancellation in marker
+files), ``slow`` (the same with a 1 s deadline), ``failing`` (raises an AgentError), ``notes`` (an
+MCP server only: no invocable backend), ``off`` (``a2a_enabled = false``) and ``open``
+(``auth = "none"``); bob's ``bobecho``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncGenerator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from a2a.client import Client, ClientConfig, create_client
+from a2a.helpers import get_artifact_text
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    Task,
+    TaskState,
+)
+from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
+from mcp import Client as McpClient
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.gateway_process import ROOT, GatewayProcess, run_gateway
+
+WAITER = '''
+import pathlib
+
+import anyio
+
+MARKS = pathlib.Path(__file__).parent / "marks"
+
+
+async def reply(invocation):
+    """Wait until cancelled; record the start and the cancellation (the tests read the marker files)."""
+    (MARKS / f"started-{invocation.message}").write_text("", encoding="utf-8")
+    try:
+        await anyio.sleep(120)
+    except anyio.get_cancelled_exc_class():
+        (MARKS / f"cancelled-{invocation.message}").write_text("", encoding="utf-8")
+        raise
+    return "too late"
+
+
+def fail(invocation):
+    from hivegate.errors import AgentError
+
+    raise AgentError(f"cannot answer {invocation.message}")
+'''
+
+CONFIG = """
+[[agents]]
+id = "echo"
+name = "Echo"
+owner = "alice"
+backend = { type = "python", callable = "echo_agent:reply" }
+
+[[agents]]
+id = "echo2"
+name = "Echo two"
+owner = "alice"
+backend = { type = "python", callable = "echo_agent:reply" }
+
+[[agents]]
+id = "waiter"
+name = "Waiter"
+owner = "alice"
+backend = { type = "python", callable = "waiter_agent:reply" }
+
+[[agents]]
+id = "slow"
+name = "Slow"
+owner = "alice"
+invoke_timeout_seconds = 1
+backend = { type = "python", callable = "waiter_agent:reply" }
+
+[[agents]]
+id = "failing"
+name = "Failing"
+owner = "alice"
+backend = { type = "python", callable = "waiter_agent:fail" }
+
+[[agents]]
+id = "notes"
+name = "Notes"
+owner = "alice"
+backend = { type = "python", server = "notes_agent:server" }
+
+[[agents]]
+id = "off"
+name = "Off"
+owner = "alice"
+a2a_enabled = false
+backend = { type = "python", callable = "echo_agent:reply" }
+
+[[agents]]
+id = "open"
+name = "Open"
+owner = "alice"
+auth = "none"
+backend = { type = "python", callable = "echo_agent:reply" }
+
+[[agents]]
+id = "bobecho"
+name = "Bob's echo"
+owner = "bob"
+backend = { type = "python", callable = "echo_agent:reply" }
+"""
+
+MESSAGE = "hello over a2a"
+
+
+@dataclass(frozen=True)
+class Served:
+    gateway: GatewayProcess
+    folder: Path
+    alice: str
+    bob: str
+    alice_echo_bak: str
+    path: str
+    database_url: str
+
+
+def _cli(database_url: str, *args: str, stdin: str = "", path: str = "") -> str:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), path)), "NO_COLOR": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "hivegate", *args, "--database-url", database_url],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=90,
+        check=False,
+    )
+    assert result.returncode == 0, f"{args}: {result.stdout}{result.stderr}"
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    folder = tmp_path_factory.mktemp("a2a")
+    (folder / "marks").mkdir()
+    (folder / "waiter_agent.py").write_text(WAITER, encoding="utf-8")
+    config = folder / "agents.toml"
+    config.write_text(CONFIG, encoding="utf-8")
+    database_url = f"sqlite+aiosqlite:///{folder / 'hivegate.db'}"
+    path = os.pathsep.join((str(ROOT / "examples"), str(folder)))
+    keys: dict[str, str] = {}
+    for user in ("alice", "bob"):
+        _cli(database_url, "users", "create", user, "--password-stdin", stdin=f"{user}'s password\n")
+        keys[user] = _cli(database_url, "keys", "create", "--user", user).splitlines()[0].strip()
+    _cli(database_url, "agents", "apply", str(config), path=path)
+    bak = _cli(database_url, "keys", "create", "--user", "alice", "--agent", "echo").splitlines()[0].strip()
+    env = {"PYTHONPATH": path, "HIVEGATE_DATABASE__POLL_INTERVAL_SECONDS": "0.1"}
+    with run_gateway(config, database_url=database_url, env=env) as running:
+        yield Served(running, folder, keys["alice"], keys["bob"], bak, path, database_url)
+
+
+@asynccontextmanager
+async def _client(
+    served: Served, agent_id: str, key: str | None, *, streaming: bool = True, binding: str = "JSONRPC"
+) -> AsyncGenerator[Client]:
+    """The SDK client of ``agent_id``, made from its card URL alone, sending ``key`` as a bearer token."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        config = ClientConfig(httpx_client=http, streaming=streaming, supported_protocol_bindings=[binding])
+        client = await create_client(f"{served.gateway.url}/{agent_id}", client_config=config)
+        try:
+            yield client
+        finally:
+            await client.close()
+
+
+def _request(text: str, *, return_immediately: bool = False) -> SendMessageRequest:
+    message = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()), parts=[Part(text=text)])
+    configuration = SendMessageConfiguration(return_immediately=return_immediately)
+    return SendMessageRequest(message=message, configuration=configuration)
+
+
+async def _send(client: Client, text: str, *, return_immediately: bool = False) -> list[StreamResponse]:
+    with anyio.fail_after(30):
+        return [event async for event in client.send_message(_request(text, return_immediately=return_immediately))]
+
+
+def _final_task(events: list[StreamResponse]) -> Task:
+    tasks = [event.task for event in events if event.HasField("task")]
+    assert tasks, events
+    return tasks[-1]
+
+
+async def _wait_for(path: Path, seconds: float = 10.0) -> None:
+    """Poll for ``path`` (the gateway's process writes it) until it exists; fail after ``seconds``."""
+    marker = anyio.Path(path)
+    with anyio.fail_after(seconds):
+        while not await marker.exists():  # noqa: ASYNC110  # another process writes it: nothing to wait on here
+            await anyio.sleep(0.05)
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+async def test_send_get_and_list_from_the_card_url(served: Served, binding: str) -> None:
+    async with _client(served, "echo", served.alice, streaming=False, binding=binding) as client:
+        task = _final_task(await _send(client, MESSAGE))
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        assert [get_artifact_text(a) for a in task.artifacts] == [MESSAGE]
+        fetched = await client.get_task(GetTaskRequest(id=task.id))
+        assert (fetched.id, fetched.status.state) == (task.id, TaskState.TASK_STATE_COMPLETED)
+        assert get_artifact_text(fetched.artifacts[0]) == MESSAGE
+        listed = await client.list_tasks(ListTasksRequest())
+        assert task.id in [t.id for t in listed.tasks]
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+async def test_stream_delivers_chunks_then_the_whole_reply(served: Served, binding: str) -> None:
+    async with _client(served, "echo", served.alice, binding=binding) as client:
+        events = await _send(client, MESSAGE)
+    kinds = [event.WhichOneof("payload") for event in events]
+    assert kinds[0] == "task"
+    chunks = [event.artifact_update for event in events if event.HasField("artifact_update")]
+    assert len(chunks) == len(MESSAGE.split(" ")) + 1  # one per word, then the whole reply
+    assert "".join(c.artifact.parts[0].text for c in chunks[:-1]) == MESSAGE
+    assert (chunks[-1].artifact.parts[0].text, chunks[-1].append, chunks[-1].last_chunk) == (MESSAGE, False, True)
+    statuses = [event.status_update.status.state for event in events if event.HasField("status_update")]
+    assert statuses == [TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_COMPLETED]
+
+
+async def test_cancel_cancels_the_running_call(served: Served) -> None:
+    text = f"wait-{uuid.uuid4().hex[:8]}"
+    async with _client(served, "waiter", served.alice, streaming=False) as client:
+        task = _final_task(await _send(client, text, return_immediately=True))
+        await _wait_for(served.folder / "marks" / f"started-{text}")
+        with anyio.fail_after(30):
+            cancelled = await client.cancel_task(CancelTaskRequest(id=task.id))
+        assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+        await _wait_for(served.folder / "marks" / f"cancelled-{text}")
+        assert (await client.get_task(GetTaskRequest(id=task.id))).status.state == TaskState.TASK_STATE_CANCELED
+        with pytest.raises(TaskNotCancelableError):
+            await client.cancel_task(CancelTaskRequest(id=task.id))
+    async with _client(served, "waiter", served.alice) as streaming:
+        with pytest.raises(UnsupportedOperationError), anyio.fail_after(30):  # a terminal task has nothing to send
+            async for _ in streaming.subscribe(SubscribeToTaskRequest(id=task.id)):
+                pass
+
+
+async def test_agent_failure_and_deadline_are_failed_tasks_with_their_text(served: Served) -> None:
+    async with _client(served, "failing", served.alice, streaming=False) as client:
+        task = _final_task(await _send(client, "this"))
+    assert task.status.state == TaskState.TASK_STATE_FAILED
+    assert task.status.message.parts[0].text == "cannot answer this"
+    text = f"slow-{uuid.uuid4().hex[:8]}"
+    async with _client(served, "slow", served.alice, streaming=False) as client:
+        task = _final_task(await _send(client, text))
+    assert task.status.state == TaskState.TASK_STATE_FAILED
+    assert task.status.message.parts[0].text == "Agent reply timeout"
+    await _wait_for(served.folder / "marks" / f"cancelled-{text}")  # the deadline cancelled the backend call
+
+
+async def test_a_running_task_stays_cancellable_across_a_change_of_its_agent(served: Served) -> None:
+    """An edit of the agent (``agents apply`` on the running server) keeps its running tasks reachable."""
+    text = f"edit-{uuid.uuid4().hex[:8]}"
+    async with _client(served, "waiter", served.alice, streaming=False) as client:
+        task = _final_task(await _send(client, text, return_immediately=True))
+        await _wait_for(served.folder / "marks" / f"started-{text}")
+        edited = served.folder / "edited.toml"
+        edited.write_text(CONFIG.replace('name = "Waiter"', 'name = "Waiter"\ndescription = "edited"'), "utf-8")
+        await anyio.to_thread.run_sync(
+            lambda: _cli(served.database_url, "agents", "apply", str(edited), path=served.path)
+        )
+        card_url = f"{served.gateway.url}/waiter/.well-known/agent-card.json"
+        async with httpx.AsyncClient(timeout=10) as http:
+            with anyio.fail_after(10):  # the server's registry poll runs every 0.1 s
+                while (await http.get(card_url)).json()["description"] != "edited":  # noqa: ASYNC110  # another process
+                    await anyio.sleep(0.05)
+        with anyio.fail_after(30):
+            cancelled = await client.cancel_task(CancelTaskRequest(id=task.id))
+        assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+        await _wait_for(served.folder / "marks" / f"cancelled-{text}")
+
+
+async def test_tasks_are_isolated_by_user_and_by_agent(served: Served) -> None:
+    async with _client(served, "echo", served.alice, streaming=False) as alice:
+        task = _final_task(await _send(alice, MESSAGE))
+    async with _client(served, "bobecho", served.bob, streaming=False) as bob:
+        with pytest.raises(TaskNotFoundError):
+            await bob.get_task(GetTaskRequest(id=task.id))
+        with pytest.raises(TaskNotFoundError):
+            await bob.cancel_task(CancelTaskRequest(id=task.id))
+        assert task.id not in [t.id for t in (await bob.list_tasks(ListTasksRequest())).tasks]
+    async with _client(served, "echo2", served.alice, streaming=False) as other_agent:
+        with pytest.raises(TaskNotFoundError):
+            await other_agent.get_task(GetTaskRequest(id=task.id))
+        assert task.id not in [t.id for t in (await other_agent.list_tasks(ListTasksRequest())).tasks]
+    # The same user through another credential kind (her bak_ key for echo, in X-Agent-API-Key) sees it.
+    headers = {"X-Agent-API-Key": served.alice_echo_bak, "A2A-Version": "1.0"}
+    async with httpx.AsyncClient(headers=headers, timeout=10) as http:
+        response = await http.get(f"{served.gateway.url}/echo/a2a/tasks/{task.id}")
+    assert (response.status_code, response.json()["id"]) == (200, task.id)
+    # Bob cannot reach alice's agent at all: the gate's 404, in the binding's shape.
+    response = _rpc(served, "echo", "GetTask", {"id": task.id}, served.bob)
+    assert response.status_code == 404
+    assert response.json()["error"]["data"][0]["metadata"]["code"] == "agent_not_found"
+
+
+def test_anonymous_callers_are_isolated_by_address(served: Served) -> None:
+    """Two loopback addresses calling an ``auth = "none"`` agent do not see each other's tasks."""
+    body = _message_body("from one address")
+    first = httpx.post(f"{served.gateway.url}/open/a2a/message:send", json=body, headers=_V1, timeout=10)
+    assert first.status_code == 200, first.text
+    task_id = first.json()["task"]["id"]
+    transport = httpx.HTTPTransport(local_address="127.0.0.2")
+    with httpx.Client(transport=transport, timeout=10, headers=_V1) as other:
+        assert other.get(f"{served.gateway.url}/open/a2a/tasks/{task_id}").status_code == 404
+        assert task_id not in [t["id"] for t in other.get(f"{served.gateway.url}/open/a2a/tasks").json()["tasks"]]
+    same = httpx.get(f"{served.gateway.url}/open/a2a/tasks/{task_id}", headers=_V1, timeout=10)
+    assert same.status_code == 200
+
+
+_V1 = {"A2A-Version": "1.0"}
+
+
+def _message_body(text: str) -> dict[str, Any]:
+    return {"message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}}
+
+
+def _rpc(
+    served: Served, agent_id: str, method: str, params: dict[str, Any], key: str | None, *, version: str | None = "1.0"
+) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    if version is not None:
+        headers["A2A-Version"] = version
+    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
+    return httpx.post(f"{served.gateway.url}/{agent_id}/a2a", json=body, headers=headers, timeout=10)
+
+
+def test_a2a_version_missing_is_0_3(served: Served) -> None:
+    """No ``A2A-Version`` means 0.3 (A2A 1.0 §3.2.6): a 1.0 method is VersionNotSupported (-32009), a 0.3
+    method name is served (the v0.3 compatibility mode); an unsupported version is -32009 too."""
+    refused = _rpc(served, "echo", "SendMessage", _message_body(MESSAGE), served.alice, version=None).json()
+    assert refused["error"]["code"] == -32009
+    assert refused["error"]["data"][0]["reason"] == "VERSION_NOT_SUPPORTED"
+    assert (
+        _rpc(served, "echo", "SendMessage", _message_body(MESSAGE), served.alice, version="2.0").json()["error"]["code"]
+        == -32009
+    )
+    old = {
+        "message": {"messageId": "m-03", "role": "user", "kind": "message", "parts": [{"kind": "text", "text": "hi"}]}
+    }
+    result = _rpc(served, "echo", "message/send", old, served.alice, version=None).json()["result"]
+    assert (result["kind"], result["status"]["state"]) == ("task", "completed")
+    assert result["artifacts"][0]["parts"][0]["text"] == "hi"
+    headers = {"Authorization": f"Bearer {served.alice}"}
+    rest = httpx.post(
+        f"{served.gateway.url}/echo/a2a/message:send", json=_message_body("x"), headers=headers, timeout=10
+    )
+    assert rest.status_code == 400
+    assert rest.json()["error"]["details"][0]["reason"] == "VERSION_NOT_SUPPORTED"
+
+
+def test_no_credential_is_401_with_a_challenge_in_each_binding_shape(served: Served) -> None:
+    rpc = _rpc(served, "echo", "SendMessage", _message_body(MESSAGE), None)
+    assert rpc.status_code == 401
+    challenge = rpc.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ")
+    assert f'resource_metadata="{served.gateway.url}/.well-known/oauth-protected-resource/echo/mcp"' in challenge
+    assert 'scope="agent:echo"' in challenge
+    error = rpc.json()["error"]
+    assert (error["code"], error["data"][0]["metadata"]["code"]) == (-32600, "unauthorized")
+    rest = httpx.get(f"{served.gateway.url}/echo/a2a/tasks", headers=_V1, timeout=10)
+    assert rest.status_code == 401
+    assert rest.headers["www-authenticate"] == challenge
+    assert rest.json()["error"]["status"] == "UNAUTHENTICATED"
+    wrong_agent_key = _rpc(served, "echo2", "GetTask", {"id": "x"}, served.alice_echo_bak)
+    assert wrong_agent_key.status_code == 403
+    assert 'error="insufficient_scope"' in wrong_agent_key.headers["www-authenticate"]
+
+
+def test_wrong_method_and_unknown_operation_answer_in_the_binding_shape(served: Served) -> None:
+    headers = {"Authorization": f"Bearer {served.alice}", **_V1}
+    wrong = httpx.get(f"{served.gateway.url}/echo/a2a", headers=headers, timeout=10)
+    assert (wrong.status_code, wrong.headers["allow"]) == (405, "POST")
+    assert wrong.json()["error"]["data"][0]["metadata"]["code"] == "method_not_allowed"
+    unknown = httpx.get(f"{served.gateway.url}/echo/a2a/no/such/operation", headers=headers, timeout=10)
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["details"][0]["metadata"]["code"] == "not_found"
+
+
+@pytest.mark.parametrize("agent_id", ["off", "nobody", "bad%20id"])
+def test_disabled_or_unknown_agent_is_404(served: Served, agent_id: str) -> None:
+    rpc = _rpc(served, agent_id, "SendMessage", _message_body(MESSAGE), served.alice)
+    assert rpc.status_code == 404
+    assert rpc.json()["error"]["data"][0]["metadata"]["code"] == "agent_not_found"
+    rest = httpx.get(f"{served.gateway.url}/{agent_id}/a2a/tasks", headers=_V1, timeout=10)
+    assert rest.status_code == 404
+    assert rest.json()["error"]["details"][0]["metadata"]["code"] == "agent_not_found"
+
+
+async def test_an_agent_without_an_invocable_backend_refuses_messages(served: Served) -> None:
+    async with _client(served, "notes", served.alice, streaming=False) as client:
+        with pytest.raises(UnsupportedOperationError):
+            await _send(client, MESSAGE)
+        assert not (await client.list_tasks(ListTasksRequest())).tasks  # nothing was written
+
+
+async def test_same_reply_over_mcp_and_a2a(served: Served) -> None:
+    """Issue 9 acceptance: the same message gets the same reply text over MCP tools/call and A2A SendMessage."""
+    text = "the same words both ways"
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {served.alice}"}, timeout=30) as http,
+        McpClient(streamable_http_client(f"{served.gateway.url}/echo/mcp", http_client=http)) as mcp,  # type: ignore[arg-type]
+    ):
+        with anyio.fail_after(30):
+            result = await mcp.call_tool("echo", {"message": text})
+    mcp_text: str = result.content[0].text  # type: ignore[union-attr]
+    async with _client(served, "echo", served.alice, streaming=False) as client:
+        task = _final_task(await _send(client, text))
+    assert get_artifact_text(task.artifacts[0]) == mcp_text == text
+
+
+async def test_shutdown_stops_running_a2a_tasks(tmp_path: Path) -> None:
+    """Stopping the server cancels the A2A calls still running (the backend sees it) and exits cleanly."""
+    (tmp_path / "marks").mkdir()
+    (tmp_path / "waiter_agent.py").write_text(WAITER, encoding="utf-8")
+    config = tmp_path / "agents.toml"
+    config.write_text(
+        '[[agents]]\nid = "w"\nname = "W"\nowner = "alice"\nauth = "none"\n'
+        'backend = { type = "python", callable = "waiter_agent:reply" }\n',
+        encoding="utf-8",
+    )
+    text = f"shutdown-{uuid.uuid4().hex[:8]}"
+    with run_gateway(config, env={"PYTHONPATH": str(tmp_path)}) as gateway:
+        async with httpx.AsyncClient(timeout=10, headers=_V1) as http:
+            body = {**_message_body(text), "configuration": {"returnImmediately": True}}
+            response = await http.post(f"{gateway.url}/w/a2a/message:send", json=body)
+            assert response.status_code == 200, response.text
+        await _wait_for(tmp_path / "marks" / f"started-{text}")
+        gateway.process.terminate()
+        with anyio.fail_after(20):
+            code = await anyio.to_thread.run_sync(gateway.process.wait)
+        output = gateway.output()
+    # uvicorn re-raises the signal it handled once shutdown is complete, so SIGTERM is the exit status.
+    assert code in (0, -signal.SIGTERM), output
+    assert (tmp_path / "marks" / f"cancelled-{text}").exists(), output
+    assert "Traceback" not in output
+    assert "was destroyed but it is pending" not in output
