@@ -56,7 +56,7 @@ def make_task(
     task_id: str | None = None,
     *,
     context_id: str = "ctx-1",
-    state: TaskState.ValueType = TaskState.TASK_STATE_WORKING,
+    state: TaskState = TaskState.TASK_STATE_WORKING,
     seconds: int | None = 1_800_000_000,
 ) -> Task:
     task = Task(id=task_id or str(uuid.uuid4()), context_id=context_id, status=TaskStatus(state=state))
@@ -260,7 +260,7 @@ async def test_purge_removes_only_terminal_tasks_saved_before_the_cutoff(a2a_tas
     assert sorted(remaining) == sorted(t.id for t in open_)
     assert await a2a_tasks.purge_expired(datetime.now(UTC) + timedelta(seconds=1)) == 0
     with pytest.raises(ValueError, match="aware"):
-        await a2a_tasks.purge_expired(datetime(2026, 1, 1))  # noqa: DTZ001 - naive on purpose
+        await a2a_tasks.purge_expired(datetime(2026, 1, 1))
 
 
 async def test_a_saved_again_task_is_not_expired_by_its_first_save(a2a_tasks: A2ATasks, store: TaskStore) -> None:

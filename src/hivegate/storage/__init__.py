@@ -37,8 +37,8 @@ from hivegate.storage.tasks import A2ATasks
 
 __all__ = [
     "DEFAULT_LIMITS",
-    "A2ATasks",
     "MEMORY_URL",
+    "A2ATasks",
     "AgentStore",
     "ApplyReport",
     "CredentialStore",

@@ -43,7 +43,7 @@ MAX_ID_LENGTH = 36
 MAX_OWNER_LENGTH = 255
 """Longest owner the ``tasks`` table holds; longer owners are stored by digest (:func:`stored_owner`)."""
 
-TERMINAL_STATES: frozenset[TaskState.ValueType] = frozenset(
+TERMINAL_STATES: frozenset[TaskState] = frozenset(
     {
         TaskState.TASK_STATE_COMPLETED,
         TaskState.TASK_STATE_FAILED,
