@@ -4,8 +4,8 @@
 loads the agent registry and applies the config file's agents, then builds the agent host, the
 credential gate, the OAuth authorization server, the MCP surfaces and the A2A bindings. Nothing is bound later:
 :func:`hivegate.app.create_app` takes a built gateway, and its lifespan only runs
-:meth:`Gateway.running` (the host's runtimes, the user endpoint's sessions, the registry poll
-and the OAuth purge) and then :meth:`Gateway.close`.
+:meth:`Gateway.running` (the host's runtimes, the user endpoint's sessions, the registry poll,
+the OAuth purge and the A2A task purge) and then :meth:`Gateway.close`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import ssl
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import anyio
 
@@ -36,9 +36,9 @@ from hivegate.mcp.host import AgentHost
 from hivegate.mcp.routes import McpEndpoint
 from hivegate.mcp.user_endpoint import UserEndpoint
 from hivegate.settings import Settings
-from hivegate.storage import OAuthStore, Storage, open_storage
+from hivegate.storage import A2ATasks, OAuthStore, Storage, open_storage
 
-__all__ = ["PURGE_INTERVAL_SECONDS", "Gateway", "Surfaces", "build_surfaces"]
+__all__ = ["PURGE_INTERVAL_SECONDS", "Gateway", "Surfaces", "build_surfaces", "purge_expired_tasks"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ A2A_DRAIN_SECONDS = 5.0
 """At shutdown, how long stopping the A2A tasks still running may take (their calls are cancelled)."""
 
 PURGE_INTERVAL_SECONDS = 600.0
-"""How often expired OAuth requests, codes and refresh tokens are deleted."""
+"""How often expired OAuth requests, codes and refresh tokens, and expired A2A tasks, are deleted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +59,13 @@ class Surfaces:
     a2a: A2AEndpoint
 
 
-def build_surfaces(host: AgentHost, settings: Settings, gate: EndpointGate) -> Surfaces:
-    """The MCP endpoints and the A2A bindings over ``host``, behind ``gate`` (the one place that builds them)."""
+def build_surfaces(host: AgentHost, settings: Settings, gate: EndpointGate, tasks: A2ATasks) -> Surfaces:
+    """The MCP endpoints and the A2A bindings over ``host``, behind ``gate``, the A2A tasks kept in ``tasks``
+    (the one place that builds them)."""
     return Surfaces(
         agent=McpEndpoint(host, settings, gate),
         user=UserEndpoint(host, settings, gate),
-        a2a=A2AEndpoint(host, gate, open_task_store(), settings.base_url()),
+        a2a=A2AEndpoint(host, gate, open_task_store(tasks), settings.base_url()),
     )
 
 
@@ -137,14 +138,14 @@ class Gateway:
             client_metadata=client_metadata,
             coverage=functools.partial(agent_coverage, host),
         )
-        surfaces = build_surfaces(host, settings, gate)
+        surfaces = build_surfaces(host, settings, gate, storage.tasks)
         return cls(settings, storage, registry, host, gate, authorization_server, surfaces, client_metadata)
 
     @asynccontextmanager
     async def running(self) -> AsyncGenerator[Gateway]:
         """Run what runs while the gateway serves: the agents' runtimes, the user endpoint's sessions,
-        the registry poll (``database.poll_interval_seconds``) and the OAuth purge; all stop on exit,
-        after the A2A tasks still running have been stopped."""
+        the registry poll (``database.poll_interval_seconds``), the OAuth purge and the A2A task purge
+        (``a2a.task_retention_seconds``); all stop on exit, after the A2A tasks still running have been stopped."""
         async with (
             self.host.running(),
             self.surfaces.user.running(),
@@ -152,6 +153,12 @@ class Gateway:
         ):
             tg.start_soon(self.registry.poll, self.settings.database.poll_interval_seconds)
             tg.start_soon(_purge_expired, self.storage.oauth, PURGE_INTERVAL_SECONDS)
+            tg.start_soon(
+                purge_expired_tasks,
+                self.storage.tasks,
+                timedelta(seconds=self.settings.a2a.task_retention_seconds),
+                PURGE_INTERVAL_SECONDS,
+            )
             yield self
             with anyio.move_on_after(A2A_DRAIN_SECONDS):
                 await self.surfaces.a2a.aclose()  # running A2A tasks end while their backends still run
@@ -181,6 +188,25 @@ async def _purge_expired(store: OAuthStore, interval_seconds: float) -> None:
             continue
         if removed:
             logger.debug("purged %d expired OAuth records", removed)
+
+
+async def purge_expired_tasks(tasks: A2ATasks, retention: timedelta, interval_seconds: float) -> None:
+    """Delete the A2A tasks finished and last saved more than ``retention`` ago, every ``interval_seconds``.
+
+    Failures are logged and retried at the next interval; they never stop the server.
+    """
+    while True:
+        await anyio.sleep(interval_seconds)
+        try:
+            removed = await tasks.purge_expired(datetime.now(UTC) - retention)
+        except StoreUnavailableError as exc:  # an outage must not end the server; the store logs it
+            logger.debug("purging expired A2A tasks failed: %s", exc)
+            continue
+        except Exception:  # nor anything else
+            logger.warning("purging expired A2A tasks failed", exc_info=True)
+            continue
+        if removed:
+            logger.debug("purged %d expired A2A tasks", removed)
 
 
 def _client_metadata_resolver(settings: Settings) -> ClientMetadataResolver | None:

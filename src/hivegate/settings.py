@@ -189,6 +189,12 @@ class McpSettings(_Group):
         return self
 
 
+class A2ASettings(_Group):
+    task_retention_seconds: Annotated[int, Field(ge=60)] = 7 * 24 * 3600
+    """How long a finished A2A task (completed, failed, canceled, rejected) is kept after its last save;
+    then the periodic purge deletes it. Tasks not yet finished are kept."""
+
+
 def sqlite_file(url: str) -> Path | None:
     """The absolute file a SQLite URL names, or None for any other database (and ``:memory:``)."""
     try:
@@ -317,6 +323,7 @@ class Settings(BaseSettings):
     database: DatabaseSettings = DatabaseSettings()
     mcp: McpSettings = McpSettings()
     security: SecuritySettings = SecuritySettings()
+    a2a: A2ASettings = A2ASettings()
     config_file: Path | None = None
     """The TOML file these settings (and its ``[[agents]]``) came from, if any."""
 

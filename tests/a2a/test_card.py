@@ -18,7 +18,10 @@ from hivegate.agents.model import AgentSpec, SkillSpec
 
 BASE = "https://gw.example.test"
 
-_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40).filter(
+    lambda text: not text.startswith(("http://", "https://"))
+)
+"""Free text of a spec; never URL-like, so the URL check below sees only the URLs the card builds."""
 _skills = st.lists(
     st.builds(
         SkillSpec,

@@ -381,6 +381,7 @@ def test_public_surface() -> None:
     assert sorted(hivegate.storage.__all__) == sorted(
         [
             "DEFAULT_LIMITS",
+            "A2ATasks",
             "MEMORY_URL",
             "AgentStore",
             "ApplyReport",

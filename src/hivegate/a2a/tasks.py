@@ -15,10 +15,11 @@ stores' ``owner_resolver``.
 from __future__ import annotations
 
 from a2a.server.context import ServerCallContext
-from a2a.server.tasks import InMemoryTaskStore, TaskStore
+from a2a.server.tasks import TaskStore
 
 from hivegate.auth.principal import CredentialKind, Principal
 from hivegate.mcp.budgets import principal_key
+from hivegate.storage.tasks import A2ATasks
 
 __all__ = ["OWNER_STATE_KEY", "open_task_store", "owner_from_context", "owner_of", "task_owner"]
 
@@ -54,9 +55,8 @@ def owner_from_context(context: ServerCallContext) -> str:
     return owner
 
 
-def open_task_store() -> TaskStore:
-    """The gateway's one task store, shared by every agent (owners keep them apart).
-
-    In memory for now: tasks last as long as the process (the SQL-persisted store replaces it here).
-    """
-    return InMemoryTaskStore(owner_resolver=owner_from_context)
+def open_task_store(tasks: A2ATasks) -> TaskStore:
+    """The gateway's one task store, shared by every agent (owners keep them apart): ``tasks`` of the
+    gateway's storage (SQL-persisted; in memory for ``memory://``), with :func:`owner_from_context`
+    naming each call's owner (``docs/a2a.md``, "Tasks")."""
+    return tasks.open(owner_from_context)

@@ -2,14 +2,15 @@
 
 Layout (protocol modules import no implementation; implementations import their protocol):
 
-- :mod:`~hivegate.storage.agents`, :mod:`~hivegate.storage.credentials`, :mod:`~hivegate.storage.oauth`:
-  the ``AgentStore``, ``CredentialStore`` and ``OAuthStore`` protocols, their records and errors;
-- :mod:`hivegate.storage.memory`: the three stores in process memory (``memory://``);
-- :mod:`hivegate.storage.sql`: the three stores in one SQL database, its engine, tables and migrations.
+- :mod:`~hivegate.storage.agents`, :mod:`~hivegate.storage.credentials`, :mod:`~hivegate.storage.oauth`,
+  :mod:`~hivegate.storage.tasks`: the ``AgentStore``, ``CredentialStore``, ``OAuthStore`` and ``A2ATasks``
+  protocols, their records and errors;
+- :mod:`hivegate.storage.memory`: the four stores in process memory (``memory://``);
+- :mod:`hivegate.storage.sql`: the four stores in one SQL database, its engine, tables and migrations.
 
-``open_storage(url)`` returns one :class:`Storage`: the three stores on one backend. For a
+``open_storage(url)`` returns one :class:`Storage`: the four stores on one backend. For a
 database URL (``sqlite+aiosqlite:///path.db``, ``postgresql+asyncpg://user@host/db``) it builds
-one engine, migrates the database once to the newest schema, and builds the three stores on that
+one engine, migrates the database once to the newest schema, and builds the four stores on that
 engine; :meth:`Storage.close` closes it.
 """
 
@@ -24,16 +25,20 @@ from hivegate.storage.credentials import CredentialStore
 from hivegate.storage.memory.agents import MemoryAgentStore
 from hivegate.storage.memory.credentials import MemoryCredentialStore
 from hivegate.storage.memory.oauth import MemoryOAuthStore
+from hivegate.storage.memory.tasks import MemoryA2ATasks
 from hivegate.storage.oauth import OAuthStore
 from hivegate.storage.sql.agents import SqlAgentStore
 from hivegate.storage.sql.credentials import SqlCredentialStore
 from hivegate.storage.sql.engine import DEFAULT_LIMITS, DatabaseLimits, SqlDatabase
 from hivegate.storage.sql.migrate import migrate
 from hivegate.storage.sql.oauth import SqlOAuthStore
+from hivegate.storage.sql.tasks import SqlA2ATasks
+from hivegate.storage.tasks import A2ATasks
 
 __all__ = [
     "DEFAULT_LIMITS",
     "MEMORY_URL",
+    "A2ATasks",
     "AgentStore",
     "ApplyReport",
     "CredentialStore",
@@ -55,7 +60,7 @@ async def _nothing_to_release() -> None:
 
 @dataclass(frozen=True, slots=True)
 class Storage:
-    """The gateway's three stores on one backend, and what they share (one engine for SQL).
+    """The gateway's four stores on one backend, and what they share (one engine for SQL).
 
     Use it as ``async with await open_storage(url) as storage:`` or call :meth:`close` once done.
     """
@@ -63,6 +68,8 @@ class Storage:
     agents: AgentStore
     credentials: CredentialStore
     oauth: OAuthStore
+    tasks: A2ATasks
+    """The A2A tasks: ``storage.tasks.open(owner_resolver)`` is an a2a-sdk ``TaskStore`` (:class:`A2ATasks`)."""
     database: str = MEMORY_URL
     """The database URL without its password (``memory://`` for the memory stores)."""
     _release: Callable[[], Awaitable[None]] = field(default=_nothing_to_release, repr=False)
@@ -89,7 +96,7 @@ class Storage:
 
 
 async def open_storage(url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> Storage:
-    """The three stores for ``url``, ready to use; the caller closes them (:meth:`Storage.close`).
+    """The four stores for ``url``, ready to use; the caller closes them (:meth:`Storage.close`).
 
     Args:
         url: :data:`MEMORY_URL` (nothing persists), or a database URL as for
@@ -103,7 +110,7 @@ async def open_storage(url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> Sto
         ValueError: for an in-memory SQLite URL (use ``memory://``).
     """
     if url == MEMORY_URL:
-        return Storage(MemoryAgentStore(), MemoryCredentialStore(), MemoryOAuthStore())
+        return Storage(MemoryAgentStore(), MemoryCredentialStore(), MemoryOAuthStore(), MemoryA2ATasks())
     database = SqlDatabase(url, limits)
     try:
         await migrate(database)
@@ -111,5 +118,10 @@ async def open_storage(url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> Sto
         await database.close()
         raise
     return Storage(
-        SqlAgentStore(database), SqlCredentialStore(database), SqlOAuthStore(database), database.name, database.close
+        SqlAgentStore(database),
+        SqlCredentialStore(database),
+        SqlOAuthStore(database),
+        SqlA2ATasks(database),
+        database.name,
+        database.close,
     )

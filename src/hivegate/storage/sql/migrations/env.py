@@ -24,12 +24,16 @@ from hivegate.storage.sql.oauth_tables import (
     oauth_requests,
 )
 from hivegate.storage.sql.tables import metadata
+from hivegate.storage.sql.task_tables import tasks
 
 CREDENTIAL_TABLES = (users, api_keys)
 """Defined on ``metadata`` by importing them, so autogenerate and ``check`` see the whole schema."""
 
 OAUTH_TABLES = (oauth_clients, oauth_requests, oauth_codes, oauth_grants, oauth_refresh_tokens)
 """Likewise for the OAuth tables."""
+
+TASK_TABLES = (tasks,)
+"""Likewise for the A2A task table (migration ``0007``)."""
 
 
 def _run(connection: Connection) -> None:
