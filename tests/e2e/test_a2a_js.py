@@ -3,9 +3,10 @@
 A real hivegate with the demo echo agent (``examples/echo_agent.py``, streaming its reply word by word) owned
 by alice and served with credentials, a SQLite registry and alice's ``oag_`` key. ``tests/e2e/a2a_js_client.mjs``
 runs on the Node 22 of ``.tools/``: from the card URL alone it fetches the card, sends the message
-(``SendMessage``, blocking) and streams it (``SendStreamingMessage``) over the card's JSON-RPC interface with
-the key as a bearer token, and prints what it got as JSON. The SDK and Node are installed by
-``scripts/install-tools.sh`` (``make tools``); without them the test fails saying how to install them.
+(``SendMessage``, blocking) and streams it (``SendStreamingMessage``) over the card's JSON-RPC interface, and
+again over its HTTP+JSON one, with the key as a bearer token, and prints what it got as JSON. The SDK and
+Node are installed by ``scripts/install-tools.sh`` (``make tools``); without them the test fails saying how
+to install them.
 """
 
 from __future__ import annotations
@@ -87,10 +88,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield Served(running, alice)
 
 
-def _run_client(served: Served, key: str) -> subprocess.CompletedProcess[str]:
+def _run_client(served: Served, key: str, binding: str = "JSONRPC") -> subprocess.CompletedProcess[str]:
     card_url = f"{served.gateway.url}/echo/.well-known/agent-card.json"
     return subprocess.run(
-        [str(NODE), str(SCRIPT), str(A2A_JS_DIR), card_url, key, MESSAGE],
+        [str(NODE), str(SCRIPT), str(A2A_JS_DIR), card_url, key, MESSAGE, binding],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -99,12 +100,14 @@ def _run_client(served: Served, key: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a2a_js_client_fetches_the_card_then_sends_and_streams(served: Served) -> None:
-    result = _run_client(served, served.alice)
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+def test_a2a_js_client_fetches_the_card_then_sends_and_streams(served: Served, binding: str) -> None:
+    result = _run_client(served, served.alice, binding)
     assert result.returncode == 0, f"{result.stdout}{result.stderr}\n{served.gateway.output()}"
     out = cast(dict[str, Any], json.loads(result.stdout.strip().splitlines()[-1]))
+    assert out["binding"] == binding
     assert out["card"]["name"] == "Echo"
-    assert ["JSONRPC", f"{served.gateway.url}/echo/a2a", "1.0"] in out["card"]["interfaces"]
+    assert [binding, f"{served.gateway.url}/echo/a2a", "1.0"] in out["card"]["interfaces"]
     assert out["send"] == {"kind": "task", "state": "TASK_STATE_COMPLETED", "text": MESSAGE}
     stream = out["stream"]
     assert stream["kinds"][0] == "task"
