@@ -24,6 +24,14 @@ Workloads (2026-07-28 requests carry MCP-Protocol-Version, Mcp-Method, Mcp-Name 
     tools_call          2026-07-28 tools/call echo("hello")   hivegate, sdk
     resources_read      2026-07-28 resources/read of hivegate://agent/config   hivegate
     legacy_tools_call   legacy-session tools/call echo("hello")                hivegate, sdk
+    a2a_send            A2A JSON-RPC SendMessage "hello" (blocking) at /echo/a2a   hivegate, a2a-sdk
+
+``a2a_send`` runs with ``bench/wrk/a2a.lua`` (A2A-Version 1.0, a fresh messageId per request; every
+response must be a COMPLETED task whose ``response`` artifact is the echoed text) against
+``a2a-sdk`` (``bench/a2a_sdk_echo_server.py``: the a2a-sdk's Starlette routes and in-memory task
+store, the same echo executor); ``--gate --servers gate-oag,a2a-sdk --workloads a2a_send`` checks
+the issue 9 target (>= 5x the bare server's req/s with an ``oag_`` key and the tasks in SQLite).
+Every row records the server's resident memory before and after its timed run.
 
 ``--gate`` adds hivegate serving the same echo agent behind the credential gate, each from a
 SQLite database in a temporary directory (``bench/gate_setup.py``: the echo agent with
@@ -43,7 +51,7 @@ wrk gets the credential through ``MCP_BENCH_HEADER`` (see ``bench/wrk/mcp.lua``)
 stack, with no MCP work (``floor``) and with 40 µs of CPU burnt per request (``floor-spin40``), so a
 run shows what HTTP, the event loop and the kernel cost per request at the load a server meets.
 
-``--servers`` picks the servers to start (default hivegate,sdk, plus sdk-sse with
+``--servers`` picks the servers to start (default hivegate,sdk,a2a-sdk, plus sdk-sse with
 ``--sdk-sse`` and the gate-* ones with ``--gate``). Every server's req/s is also put over the
 SDK's when ``sdk`` runs too: ``--gate --servers gate-oag,sdk --workloads tools_call`` checks the
 issue 7 target (tools/call >= 4x the SDK with an ``oag_`` key on an agent that requires credentials);
@@ -87,6 +95,9 @@ import httpx
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 LUA = BENCH / "wrk" / "mcp.lua"
+A2A_LUA = BENCH / "wrk" / "a2a.lua"
+A2A_PATH = "/echo/a2a"
+"""The echo agent's A2A JSON-RPC binding, on hivegate and on the bare a2a-sdk server alike."""
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -106,6 +117,7 @@ TARGET_MODERN_CALL_RATIO = 4.0
 TARGET_LEGACY_CALL_RATIO = 2.0
 TARGET_P99_OVER_P50 = 3.0
 TARGET_USER_OVER_AGENT = 0.9
+TARGET_A2A_SEND_RATIO = 5.0
 
 
 # --- workloads -------------------------------------------------------------------------------
@@ -121,6 +133,8 @@ class Workload:
     legacy: bool
     expect: str  # substring every response body must contain (checked by wrk)
     check: Callable[[dict[str, Any]], str | None]  # full check of a sampled result: error or None
+    a2a: bool = False  # an A2A JSON-RPC request to A2A_PATH (bench/wrk/a2a.lua), not MCP
+    expect_more: tuple[str, ...] = ()  # more substrings every response must contain (A2A workloads)
 
 
 def _check_tools_list(result: dict[str, Any]) -> str | None:
@@ -148,7 +162,20 @@ def _check_config(result: dict[str, Any]) -> str | None:
     return None if config.get("id") == "echo" else f"config id is {config.get('id')!r}"
 
 
+def _check_a2a_task(result: dict[str, Any]) -> str | None:
+    task = result.get("task") or {}
+    state = (task.get("status") or {}).get("state")
+    if state != "TASK_STATE_COMPLETED":
+        return f"task state is {state!r}"
+    artifacts = task.get("artifacts") or [{}]
+    if len(artifacts) != 1 or artifacts[0].get("parts") != [{"text": "hello"}]:
+        return f"artifacts are {artifacts!r}, expected one with the one text part 'hello'"
+    return None
+
+
 _ECHO_ARGS = {"name": "echo", "arguments": {"message": "hello"}}
+# wrk's a2a.lua puts a number unique per request in place of @N@ (a fresh messageId every time)
+_A2A_MESSAGE = {"message": {"messageId": "bench-@N@", "role": "ROLE_USER", "parts": [{"text": "hello"}]}}
 
 WORKLOADS = {
     w.name: w
@@ -185,6 +212,19 @@ WORKLOADS = {
             True,
             '"text":"hello"',
             _check_echo,
+        ),
+        Workload(
+            "a2a_send",
+            "A2A SendMessage (blocking)",
+            "SendMessage",
+            _A2A_MESSAGE,
+            None,
+            False,
+            '"state":"TASK_STATE_COMPLETED"',
+            _check_a2a_task,
+            a2a=True,
+            # the artifact's whole reply (the message's own text part in the history has no name)
+            expect_more=('"name":"response","parts":[{"text":"hello"}]',),
         ),
     )
 }
@@ -223,7 +263,7 @@ SERVERS = {
         ],
         "hivegate listening on ",
         "/echo/mcp",
-        ("tools_list", "tools_call", "resources_read", "legacy_tools_call"),
+        ("tools_list", "tools_call", "resources_read", "legacy_tools_call", "a2a_send"),
     ),
     "sdk": ServerSpec(
         "sdk",
@@ -239,6 +279,15 @@ SERVERS = {
         "sdk listening on ",
         "/mcp",
         ("tools_call", "legacy_tools_call"),
+    ),
+    # The A2A baseline (bench/a2a_sdk_echo_server.py): the a2a-sdk's Starlette routes, the same echo
+    # executor, the SDK's in-memory task store, no authentication.
+    "a2a-sdk": ServerSpec(
+        "a2a-sdk",
+        [sys.executable, str(BENCH / "a2a_sdk_echo_server.py"), "0"],
+        "a2a-sdk listening on ",
+        A2A_PATH,
+        ("a2a_send",),
     ),
     # What a request costs with no MCP work (bench/floor_server.py): canned replies on hivegate's HTTP
     # stack; floor-spin40 also burns 40 µs of CPU per request, standing for an application of that cost.
@@ -392,6 +441,17 @@ class Server:
         self.stop()
         raise BenchError(f"{self.spec.name} not ready after {READY_TIMEOUT_S:.0f} s:\n{tail}")
 
+    def url_for(self, workload: Workload) -> str:
+        """Where the workload's requests go: the agent's A2A binding for A2A workloads, else the MCP endpoint."""
+        return self.base_url + A2A_PATH if workload.a2a else self.url
+
+    def rss_kib(self) -> int:
+        """The server's resident memory (VmRSS), KiB."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
     def cpu_seconds(self) -> float:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
@@ -418,6 +478,9 @@ class Server:
 def request_headers(workload: Workload, session_id: str | None, auth: str | None = None) -> dict[str, str]:
     """The workload's headers; ``auth`` (an Authorization value) is added for httpx only: wrk gets it
     from ``MCP_BENCH_HEADER`` (:func:`run_wrk`)."""
+    if workload.a2a:  # bench/wrk/a2a.lua sends these two itself
+        headers = {"Content-Type": "application/json", "A2A-Version": "1.0"}
+        return headers | ({"Authorization": auth} if auth is not None else {})
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     if auth is not None:
         headers["Authorization"] = auth
@@ -434,7 +497,7 @@ def request_headers(workload: Workload, session_id: str | None, auth: str | None
 
 
 def request_params(workload: Workload) -> dict[str, Any]:
-    return workload.params if workload.legacy else {**workload.params, "_meta": META}
+    return workload.params if workload.legacy or workload.a2a else {**workload.params, "_meta": META}
 
 
 def body_tail(workload: Workload) -> str:
@@ -484,7 +547,8 @@ def verify(client: httpx.Client, url: str, workload: Workload, session_id: str |
     headers = request_headers(workload, session_id, auth)
     for i in range(1, SAMPLE_SIZE + 1):
         body = {"jsonrpc": "2.0", "id": i, "method": workload.method, "params": request_params(workload)}
-        response = client.post(url, json=body, headers=headers)
+        content = json.dumps(body).replace("@N@", f"sample-{i}")  # a2a.lua's per-request number
+        response = client.post(url, content=content, headers=headers)
         where = f"{workload.name} sample {i} at {url}"
         if response.status_code != 200:
             raise BenchError(f"{where}: HTTP {response.status_code} {response.text[:300]!r}")
@@ -493,8 +557,9 @@ def verify(client: httpx.Client, url: str, workload: Workload, session_id: str |
             raise BenchError(f"{where}: not a result for id {i}: {json.dumps(message)[:300]}")
         if problem := workload.check(message["result"]):
             raise BenchError(f"{where}: {problem}: {json.dumps(message)[:300]}")
-        if workload.expect not in response.text:
-            raise BenchError(f"{where}: body lacks {workload.expect!r}, wrk's check would fail")
+        for expect in (workload.expect, *workload.expect_more):
+            if expect not in response.text:
+                raise BenchError(f"{where}: body lacks {expect!r}, wrk's check would fail")
 
 
 # --- wrk -------------------------------------------------------------------------------------
@@ -520,12 +585,18 @@ def run_wrk(
         "10s",
         "--latency",
         "-s",
-        str(LUA),
+        str(A2A_LUA if workload.a2a else LUA),
         url,
         "--",
-        workload.expect,
-        body_tail(workload),
-        *(f"{k}: {v}" for k, v in request_headers(workload, session_id).items()),
+        *(
+            [body_tail(workload), workload.expect, *workload.expect_more]
+            if workload.a2a
+            else [
+                workload.expect,
+                body_tail(workload),
+                *(f"{k}: {v}" for k, v in request_headers(workload, session_id).items()),
+            ]
+        ),
     ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=False, env=env)
@@ -575,9 +646,12 @@ def timed_run(
 ) -> dict[str, Any]:
     quiet = wait_quiet(server, args) if args.pin else {}
     profiler = start_profiler(server, workload, args) if profile else None
+    rss0 = server.rss_kib()
     cpu0, wall0, core0 = server.cpu_seconds(), time.monotonic(), core_jiffies(SERVER_CORE)
-    result, argv = run_wrk(server.url, workload, session_id, args.duration, args.connections, args.pin, server.auth)
+    url = server.url_for(workload)
+    result, argv = run_wrk(url, workload, session_id, args.duration, args.connections, args.pin, server.auth)
     cpu, wall, core1 = server.cpu_seconds() - cpu0, time.monotonic() - wall0, core_jiffies(SERVER_CORE)
+    rss1 = server.rss_kib()
     if profiler is not None:
         finish_profiler(profiler)
     errors = sum(result["errors"].values())
@@ -599,6 +673,8 @@ def timed_run(
         "server_core_foreign": round(max(0.0, core_busy - cpu / wall), 3),
         "server_core_steal": round((core1[2] - core0[2]) / max(1, core1[1] - core0[1]), 3),
         "wrk_core_busy": round(result["wrk_cpu_s"] / wall, 3),
+        # the server's resident memory before and after the timed run: growth with every request shows here
+        "server_rss_mib": {"before": round(rss0 / 1024, 1), "after": round(rss1 / 1024, 1)},
         **quiet,
         "loadavg_1m": round(os.getloadavg()[0], 2),  # the machine's, at the end of the run
         "profiled": profiler is not None,
@@ -611,8 +687,8 @@ def bench_workload(server: Server, workload: Workload, args: argparse.Namespace,
     """Verify a sample, warm up, then time the workload; retry a run other processes disturbed."""
     with httpx.Client(timeout=10) as client:
         session_id = open_session(client, server.url, server.auth) if workload.legacy else None
-        verify(client, server.url, workload, session_id, server.auth)
-    run_wrk(server.url, workload, session_id, WARMUP_S, args.connections, args.pin, server.auth)
+        verify(client, server.url_for(workload), workload, session_id, server.auth)
+    run_wrk(server.url_for(workload), workload, session_id, WARMUP_S, args.connections, args.pin, server.auth)
     profile = profile and server.spec.name in args.profile_servers.split(",")
     attempts: list[dict[str, Any]] = []
     for attempt in range(1 + args.retries):
@@ -771,6 +847,16 @@ def ratios(rows: list[dict[str, Any]], rounds: list[list[dict[str, Any]]]) -> di
             if per_round:
                 out[f"{name}_rps_{server}_over_sdk"] = round(statistics.median(per_round), 2)
                 out[f"{name}_rps_{server}_over_sdk_rounds"] = [round(r, 2) for r in per_round]
+    for server in dict.fromkeys(r["server"] for r in rows if r["server"] != "a2a-sdk"):  # A2A: to the a2a-sdk
+        per_round = []
+        for round_rows in rounds:
+            by = {(r["server"], r["workload"]): r for r in round_rows}
+            hg, bare = by.get((server, "a2a_send")), by.get(("a2a-sdk", "a2a_send"))
+            if hg and bare:
+                per_round.append(hg["rps"] / bare["rps"])
+        if per_round:
+            out[f"a2a_send_rps_{server}_over_a2a-sdk"] = round(statistics.median(per_round), 2)
+            out[f"a2a_send_rps_{server}_over_a2a-sdk_rounds"] = [round(r, 2) for r in per_round]
     for r in rows:
         out[f"{r['server']}_{r['workload']}_p99_over_p50"] = round(r["latency_ms"]["p99"] / r["latency_ms"]["p50"], 2)
     out |= user_ratios(rounds)
@@ -793,6 +879,14 @@ TARGETS = (
         True,
     ),
     ("gate-oag_tools_call_p99_over_p50", "gate-oag modern tools/call p99 <= 3x p50", TARGET_P99_OVER_P50, False),
+    # issue 9: A2A SendMessage (blocking) with tasks persisted, behind the gate with an oag_ key
+    (
+        "a2a_send_rps_gate-oag_over_a2a-sdk",
+        "gate-oag (oag_ key, tasks in SQLite) A2A SendMessage >= 5x the bare a2a-sdk server",
+        TARGET_A2A_SEND_RATIO,
+        True,
+    ),
+    ("gate-oag_a2a_send_p99_over_p50", "gate-oag A2A SendMessage p99 <= 3x p50", TARGET_P99_OVER_P50, False),
     # issue 8: the user-level endpoint /mcp on the lean paths, with the same oag_ key
     (
         "tools_call_rps_gate-user_over_gate-oag",
@@ -847,7 +941,7 @@ def gate_ratios(rounds: list[list[dict[str, Any]]]) -> dict[str, Any]:
             if base is None:
                 continue
             for row in round_rows:
-                if row["workload"] != name or row["server"] in (GATE_BASELINE, "sdk", "sdk-sse"):
+                if row["workload"] != name or row["server"] in (GATE_BASELINE, "sdk", "sdk-sse", "a2a-sdk"):
                     continue
                 ratios_of = per_server.setdefault(row["server"], {"rps": [], "p50": [], "p99": []})
                 ratios_of["rps"].append(row["rps"] / base["rps"])
@@ -900,7 +994,7 @@ def print_table(rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     if any(r["disturbed"] for r in rows):
         print("!: still disturbed after the retries; treat that row with care")
     for key, value in summary.items():
-        if key.endswith("_over_sdk"):
+        if key.endswith(("_over_sdk", "_over_a2a-sdk")):
             spread = summary.get(f"{key}_rounds", [])
             extra = f"  (rounds: {', '.join(f'{r:.2f}' for r in spread)})" if len(spread) > 1 else ""
             print(f"{key}: {value:.2f}x{extra}")
@@ -953,7 +1047,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--servers",
-        help="comma-separated servers to start, in this order (default: hivegate,sdk, "
+        help="comma-separated servers to start, in this order (default: hivegate,sdk,a2a-sdk, "
         "plus sdk-sse with --sdk-sse and the gate-* servers with --gate)",
     )
     parser.add_argument(
@@ -984,6 +1078,7 @@ def parse_args() -> argparse.Namespace:
         args.server_names = [
             "hivegate",
             "sdk",
+            "a2a-sdk",
             *(["sdk-sse"] if args.sdk_sse else []),
             *(GATE_SERVERS if args.gate else ()),
         ]
@@ -1014,7 +1109,7 @@ def server_plan(args: argparse.Namespace, tmp: Path) -> list[tuple[ServerSpec, P
         if any(name in GATE_SERVERS for name in args.server_names):
             specs |= gate_specs(Path(tempfile.mkdtemp(prefix="bench-gate-", dir=tmp)), tree)
         for name in args.server_names:
-            if name.startswith(("sdk", "floor")):  # not hivegate: run once, from this checkout
+            if name.startswith(("sdk", "floor", "a2a-sdk")):  # not hivegate: run once, from this checkout
                 if not suffix:
                     plan.append((specs[name], ROOT))
                 continue

@@ -9,6 +9,7 @@
 #   .tools/node22       Node 22 (the binary shipped inside the npm package node@22; the CLI needs Node >= 22)
 #   .tools/conformance  @modelcontextprotocol/conformance@0.2.0-alpha.12 (the only line with 2026-07-28 scenarios)
 #   .tools/mcp-remote   mcp-remote@0.15.1 (the stdio bridge Claude Desktop uses; tests/e2e/test_mcp_remote.py)
+#   .tools/a2a-js       @a2a-js/sdk@1.3.0 (the A2A JavaScript SDK's client; tests/e2e/test_a2a_js.py)
 #
 # Idempotent: a component that is already installed (at the pinned version) is skipped.
 # Uses the system apt-get and npm only. Prints the paths of the installed tools on stdout (KEY=path lines).
@@ -19,6 +20,7 @@ TOOLS="$ROOT/.tools"
 NODE_MAJOR="22"
 CONFORMANCE_VERSION="0.2.0-alpha.12"
 MCP_REMOTE_VERSION="0.15.1"
+A2A_JS_VERSION="1.3.0"
 
 NODE_DIR="$TOOLS/node22"
 NODE_BIN="$NODE_DIR/node_modules/node/bin/node"
@@ -28,6 +30,9 @@ CONF_CLI="$CONF_PKG_DIR/dist/index.js"
 MCP_REMOTE_DIR="$TOOLS/mcp-remote"
 MCP_REMOTE_PKG_DIR="$MCP_REMOTE_DIR/node_modules/mcp-remote"
 MCP_REMOTE_CLI="$MCP_REMOTE_PKG_DIR/dist/proxy.js"
+A2A_JS_DIR="$TOOLS/a2a-js"
+A2A_JS_PKG_DIR="$A2A_JS_DIR/node_modules/@a2a-js/sdk"
+A2A_JS_CLIENT="$A2A_JS_PKG_DIR/dist/client/index.js"
 
 log() { echo "install-tools: $*" >&2; }
 
@@ -112,6 +117,19 @@ else
     }
 fi
 
+# --- @a2a-js/sdk ---------------------------------------------------------------------------------------------
+# Its optional peer dependencies (express, grpc, database drivers) are for the server side and are not installed.
+if [[ "$(pkg_version "$A2A_JS_PKG_DIR")" == "$A2A_JS_VERSION" && -f "$A2A_JS_CLIENT" ]]; then
+    log "@a2a-js/sdk@$A2A_JS_VERSION already installed"
+else
+    log "installing @a2a-js/sdk@$A2A_JS_VERSION into $A2A_JS_DIR"
+    npm_install_into "$A2A_JS_DIR" "@a2a-js/sdk@$A2A_JS_VERSION" --save-exact
+    [[ "$(pkg_version "$A2A_JS_PKG_DIR")" == "$A2A_JS_VERSION" && -f "$A2A_JS_CLIENT" ]] || {
+        log "@a2a-js/sdk install did not produce version $A2A_JS_VERSION at $A2A_JS_CLIENT"
+        exit 1
+    }
+fi
+
 if [[ -x "$CHROMIUM_BIN" ]]; then echo "CHROMIUM=$CHROMIUM_BIN"; fi
 echo "NODE22=$NODE_BIN"
 echo "NODE22_VERSION=$("$NODE_BIN" --version)"
@@ -119,3 +137,5 @@ echo "CONFORMANCE_CLI=$CONF_CLI"
 echo "CONFORMANCE_VERSION=$CONFORMANCE_VERSION"
 echo "MCP_REMOTE_CLI=$MCP_REMOTE_CLI"
 echo "MCP_REMOTE_VERSION=$MCP_REMOTE_VERSION"
+echo "A2A_JS_DIR=$A2A_JS_DIR"
+echo "A2A_JS_VERSION=$A2A_JS_VERSION"
