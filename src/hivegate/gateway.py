@@ -63,8 +63,8 @@ class Surfaces:
 
 
 def build_surfaces(host: AgentHost, settings: Settings, gate: EndpointGate, tasks: A2ATasks) -> Surfaces:
-    """The MCP endpoints, the A2A bindings and the REST invoke over ``host``, behind ``gate``, the A2A tasks kept in ``tasks``
-    (the one place that builds them)."""
+    """The MCP endpoints, the A2A bindings and the REST invoke over ``host``, behind ``gate``, the A2A
+    tasks kept in ``tasks`` (the one place that builds them)."""
     return Surfaces(
         agent=McpEndpoint(host, settings, gate),
         user=UserEndpoint(host, settings, gate),
