@@ -227,6 +227,15 @@ def test_sse_sends_a_delta_per_word_then_one_done(served: Served) -> None:
     assert done["context_id"]
 
 
+def test_accept_chooses_json_or_sse(served: Served) -> None:
+    for accept in ("application/json, text/event-stream", "*/*", "application/json"):
+        response = _post(served, "echo", {"message": "both"}, served.alice, accept=accept)
+        assert response.headers["content-type"].startswith("application/json"), accept
+    for accept in ("text/event-stream", "text/event-stream, */*;q=0.1", "application/json;q=0, text/event-stream"):
+        response = _post(served, "echo", {"message": "sse"}, served.alice, accept=accept)
+        assert response.headers["content-type"].startswith("text/event-stream"), accept
+
+
 def test_credentials_of_every_kind(served: Served) -> None:
     assert _post(served, "echo", {"message": "a"}, served.alice_echo_bak).json()["text"] == "a"
     via_header = _post(served, "echo", {"message": "b"}, None, **{"X-Agent-API-Key": served.alice_echo_bak})

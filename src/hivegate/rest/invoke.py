@@ -16,7 +16,7 @@ Per request (``docs/rest.md``):
    (:func:`~hivegate.calls.cancel.cancel_on_disconnect` for the blocking answer; sse-starlette's
    disconnect listener for a stream);
 5. the answer is a JSON object, or SSE frames when the request asks for ``text/event-stream``
-   (:mod:`hivegate.rest.rendering`).
+   (:func:`_asks_for_sse`; :mod:`hivegate.rest.rendering`).
 
 Spec: /work/shared/reference/product-surface.md §4.7, §6.2 (the original's invoke), §9.1 (codes).
 """
@@ -161,6 +161,16 @@ def parse_body(decoded: Any) -> InvokeRequest:
     return InvokeRequest(message, context_id, timeout_ms, attachments, arguments)
 
 
+def _asks_for_sse(accept: str | None) -> bool:
+    """Whether the reply is SSE: ``Accept`` admits only SSE, or names ``text/event-stream`` and not
+    ``application/json`` (JSON, the blocking reply, is the default when both are named or ``*/*``)."""
+    acceptable = parse_accept(accept)
+    if not acceptable.sse:
+        return False
+    named = (accept or "").lower()
+    return not acceptable.json or ("text/event-stream" in named and "application/json" not in named)
+
+
 class InvokeEndpoint:
     """The ASGI app of every agent's ``/{agentId}/v1/invoke`` (module docstring).
 
@@ -202,7 +212,11 @@ class InvokeEndpoint:
 
         async def work() -> None:
             nonlocal outcome
-            outcome = await invoke(principal, target, invocation)
+            try:
+                outcome = await invoke(principal, target, invocation)
+            except Exception:
+                logger.exception("agent %s: the REST invoke failed", agent_id)
+                outcome = CallFailed(InternalError("Internal error"))
 
         if not await cancel_on_disconnect(receive, work):
             logger.info("agent %s: the REST invoke client left; the call was cancelled", agent_id)
@@ -222,9 +236,7 @@ class InvokeEndpoint:
         principal = await self._gate.admit_agent(agent_id, spec, f"/{agent_id}/mcp", pairs, a2a=True)
         check_content_type(headers)
         check_accept(headers)
-        accept = headers.get("accept")
-        acceptable = parse_accept(accept)
-        stream = acceptable.sse and (not acceptable.json or "text/event-stream" in (accept or "").lower())
+        stream = _asks_for_sse(headers.get("accept"))
         body = await read_body(scope, receive, self._max_body_bytes, headers)
         request = parse_body(parse_json(body))
         runtime = await self._host.runtime(agent_id)
