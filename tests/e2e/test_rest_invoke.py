@@ -4,7 +4,8 @@ One gateway, a SQLite registry with two users (alice, bob), each with an ``oag_`
 ``bak_`` key for ``echo``. Agents: alice's ``echo`` and ``echo2`` (the demo echo agent, streaming a
 reply word by word), ``waiter`` (waits until cancelled, recording start and cancellation in marker
 files), ``slow`` (the same with a 1 s deadline), ``failing`` (raises an AgentError), ``notes`` (an
-MCP server only), ``off`` (``a2a_enabled = false``), ``open`` (``auth = "none"``); bob's ``bobecho``.
+MCP server only), ``off`` (``a2a_enabled = false``), ``nomcp`` (``mcp_enabled = false``), ``open``
+(``auth = "none"``); bob's ``bobecho``. OAuth tokens are minted with the server's signing key.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,9 @@ from hypothesis import strategies as st
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
 
+from hivegate.auth.tokens import TokenCodec
+from hivegate.storage import open_storage
+from hivegate.storage.oauth import GrantRecord
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
 WAITER = '''
@@ -108,6 +113,13 @@ a2a_enabled = false
 backend = { type = "python", callable = "echo_agent:reply" }
 
 [[agents]]
+id = "nomcp"
+name = "No MCP"
+owner = "alice"
+mcp_enabled = false
+backend = { type = "python", callable = "echo_agent:reply" }
+
+[[agents]]
 id = "open"
 name = "Open"
 owner = "alice"
@@ -122,6 +134,7 @@ backend = { type = "python", callable = "echo_agent:reply" }
 """
 
 MESSAGE = "hello over rest invoke"
+SIGNING_KEY = "rest-invoke-signing-key-0123456789abcdef0123"
 TIMEOUT = 30
 
 
@@ -132,6 +145,7 @@ class Served:
     alice: str
     bob: str
     alice_echo_bak: str
+    database_url: str
 
     def url(self, agent_id: str) -> str:
         return f"{self.gateway.url}/{agent_id}/v1/invoke"
@@ -168,8 +182,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         keys[user] = _cli(database_url, "keys", "create", "--user", user).splitlines()[0].strip()
     _cli(database_url, "agents", "apply", str(config), path=path)
     bak = _cli(database_url, "keys", "create", "--user", "alice", "--agent", "echo").splitlines()[0].strip()
-    with run_gateway(config, database_url=database_url, env={"PYTHONPATH": path}) as running:
-        yield Served(running, folder, keys["alice"], keys["bob"], bak)
+    env = {"PYTHONPATH": path, "HIVEGATE_SECURITY__TOKEN_SIGNING_KEY": SIGNING_KEY}
+    with run_gateway(config, database_url=database_url, env=env) as running:
+        yield Served(running, folder, keys["alice"], keys["bob"], bak, database_url)
 
 
 def _auth(key: str | None) -> dict[str, str]:
@@ -242,6 +257,43 @@ def test_credentials_of_every_kind(served: Served) -> None:
     via_header = _post(served, "echo", {"message": "b"}, None, **{"X-Agent-API-Key": served.alice_echo_bak})
     assert via_header.json()["text"] == "b"
     assert _post(served, "open", {"message": "c"}, None).json()["text"] == "c"
+
+
+async def test_oauth_access_token_for_the_agents_resource(served: Served) -> None:
+    """An OAuth access token with the agent's MCP endpoint in its audience and scope ``agent:echo``."""
+    storage = await open_storage(served.database_url)
+    try:
+        alice = await storage.credentials.get_user_by_username("alice")
+        assert alice is not None
+        grant = GrantRecord(
+            id=f"grt_{uuid.uuid4().hex[:12]}",
+            user_id=alice.id,
+            client_id="rest-client",
+            client_name=None,
+            agents=("echo",),
+            scopes=("agent:echo",),
+            resource=None,
+            created_at=datetime.now(UTC),
+        )
+        await storage.oauth.create_grant(grant)
+    finally:
+        await storage.close()
+    codec = TokenCodec(served.gateway.url, SIGNING_KEY.encode(), 3600)
+    base = served.gateway.url
+    token, _ = codec.mint(
+        subject=alice.id, audience=[f"{base}/echo/mcp"], client_id="rest-client", scopes=grant.scopes, grant_id=grant.id
+    )
+    async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+        accepted = await http.post(served.url("echo"), json={"message": "by token"}, headers=_auth(token))
+        assert (accepted.status_code, accepted.json()["text"]) == (200, "by token")
+        other = await http.post(served.url("echo2"), json={"message": "x"}, headers=_auth(token))
+    error = _error(other, 401, "unauthorized")  # the token was not issued for echo2's resource
+    assert error["type"] == "authentication_error"
+    assert 'error="invalid_token"' in other.headers["www-authenticate"]
+
+
+def test_mcp_disabled_does_not_switch_rest_invoke_off(served: Served) -> None:
+    assert _post(served, "nomcp", {"message": "still here"}, served.alice).json()["text"] == "still here"
 
 
 def test_refusals(served: Served) -> None:
