@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -279,8 +279,13 @@ class InvokeEndpoint:
         async def sender_task() -> None:
             await produce(sender)
 
+        async def relay() -> AsyncGenerator[ServerSentEvent]:
+            async with frames:  # closed however the response ends
+                async for frame in frames:
+                    yield frame
+
         return EventSourceResponse(
-            frames,
+            relay(),
             data_sender_callable=sender_task,
             headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"},
         )
