@@ -363,6 +363,7 @@ async def test_a_client_that_disconnects_cancels_the_call(served: Served, accept
         await _wait_for(served.folder / "marks" / f"started-{text}")
         tg.cancel_scope.cancel()  # the request is abandoned: httpx closes its connection
     await _wait_for(served.folder / "marks" / f"cancelled-{text}")
+    assert "Traceback" not in served.gateway.output()
 
 
 async def test_same_reply_over_mcp_a2a_and_rest(served: Served) -> None:
