@@ -146,3 +146,41 @@ async def test_a2a_paths_reach_the_a2a_bindings(path: str, plane: str) -> None:
 
     await table({"type": "http", "path": path, "method": "POST", "headers": []}, receive, send)
     assert reached == [plane]
+
+
+@pytest.mark.parametrize(
+    ("path", "plane"),
+    [
+        ("/echo/v1/invoke", "invoke"),
+        ("/oauth/v1/invoke", "invoke"),  # an agent named like a prefix has its REST invoke
+        ("/agents/v1/invoke", "invoke"),  # the agent named "agents"
+        ("/agents/echo/v1/invoke", "rest"),  # no /agents/ alias for the REST invoke (docs/rest.md)
+        ("//v1/invoke", "rest"),
+        ("/echo/v1/invoke/", "rest"),
+    ],
+)
+async def test_invoke_paths_reach_the_rest_invoke(path: str, plane: str) -> None:
+    reached: list[str] = []
+
+    def app(name: str) -> ASGIApp:
+        async def record(scope: Scope, receive: Receive, send: Send) -> None:
+            reached.append(name)
+
+        return record
+
+    table = RouteTable(
+        agent=app("agent"),
+        exact={},
+        prefixes={"oauth": app("oauth")},
+        rest=app("rest"),
+        agent_documents={"v1/invoke": app("invoke")},
+    )
+
+    async def receive() -> Message:
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        pass
+
+    await table({"type": "http", "path": path, "method": "POST", "headers": []}, receive, send)
+    assert reached == [plane]

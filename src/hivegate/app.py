@@ -10,6 +10,7 @@ One route table (:class:`~hivegate.routing.RouteTable`):
   card, ``/.well-known/agent-card.json`` and ``/.well-known/agent.json``;
 - ``/{agentId}/a2a`` (JSON-RPC) and ``/{agentId}/a2a/…`` (HTTP+JSON): the agent's A2A bindings, behind
   the same gate (:mod:`hivegate.a2a.bindings`);
+- ``/{agentId}/v1/invoke``: the original's REST invoke, behind the same gate (:mod:`hivegate.rest.invoke`);
 - ``/{agentId}/.well-known/agent-card.json`` (and its ``/agents/…`` alias, and the legacy
   ``agent.json`` name): the agent's public A2A card (:mod:`hivegate.a2a.card_routes`);
 - ``/``: what the gateway serves, HTML or JSON (:mod:`hivegate.home`);
@@ -44,6 +45,7 @@ from hivegate.errors import NotFoundError, StoreUnavailableError
 from hivegate.gateway import Gateway
 from hivegate.home import HomePage
 from hivegate.mcp.rendering import jsonrpc_error_response
+from hivegate.rest.invoke import INVOKE_TAIL
 from hivegate.routing import RouteTable
 
 __all__ = ["READINESS_TIMEOUT_SECONDS", "Gateway", "create_app"]
@@ -100,7 +102,7 @@ def create_app(gateway: Gateway) -> RouteTable:
         exact={"/mcp": surfaces.user, **dict.fromkeys(cards.root_paths(), root_cards)},
         prefixes={"oauth": auth, ".well-known": auth},
         rest=McpLookalikes(rest),
-        agent_documents=dict.fromkeys(cards.agent_documents(), rest),
+        agent_documents={**dict.fromkeys(cards.agent_documents(), rest), INVOKE_TAIL: surfaces.rest},
         a2a=surfaces.a2a,
     )
 

@@ -19,6 +19,7 @@ __all__ = [
     "OAUTH_ERRORS",
     "AgentError",
     "AgentNotFoundError",
+    "AgentNotInvocableError",
     "AgentServiceUnavailableError",
     "AuthenticationError",
     "BatchNotSupportedError",
@@ -361,6 +362,15 @@ class AgentError(GatewayError):
     code = "agent_error"
     http_status = 200
     jsonrpc_code = INTERNAL_ERROR
+
+
+class AgentNotInvocableError(GatewayError):
+    """The agent takes no messages: it has no invocable backend (an MCP server only). 501 on the REST
+    plane (``POST /{agentId}/v1/invoke``); A2A refuses the same with ``UnsupportedOperationError``."""
+
+    code = "agent_not_invocable"
+    http_status = 501
+    jsonrpc_code = INVALID_REQUEST
 
 
 class ServiceTimeoutError(GatewayError):

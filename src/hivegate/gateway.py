@@ -35,6 +35,7 @@ from hivegate.mcp.coverage import agent_coverage
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.routes import McpEndpoint
 from hivegate.mcp.user_endpoint import UserEndpoint
+from hivegate.rest.invoke import InvokeEndpoint
 from hivegate.settings import Settings
 from hivegate.storage import A2ATasks, OAuthStore, Storage, open_storage
 
@@ -52,20 +53,23 @@ PURGE_INTERVAL_SECONDS = 600.0
 @dataclass(frozen=True, slots=True)
 class Surfaces:
     """The endpoints (ASGI apps): ``agent`` serves ``/{agentId}/mcp``, ``user`` serves ``/mcp``, ``a2a``
-    serves ``/{agentId}/a2a`` and ``/{agentId}/a2a/…`` (the A2A bindings)."""
+    serves ``/{agentId}/a2a`` and ``/{agentId}/a2a/…`` (the A2A bindings), ``rest`` serves
+    ``/{agentId}/v1/invoke`` (the REST invoke)."""
 
     agent: McpEndpoint
     user: UserEndpoint
     a2a: A2AEndpoint
+    rest: InvokeEndpoint
 
 
 def build_surfaces(host: AgentHost, settings: Settings, gate: EndpointGate, tasks: A2ATasks) -> Surfaces:
-    """The MCP endpoints and the A2A bindings over ``host``, behind ``gate``, the A2A tasks kept in ``tasks``
-    (the one place that builds them)."""
+    """The MCP endpoints, the A2A bindings and the REST invoke over ``host``, behind ``gate``, the A2A
+    tasks kept in ``tasks`` (the one place that builds them)."""
     return Surfaces(
         agent=McpEndpoint(host, settings, gate),
         user=UserEndpoint(host, settings, gate),
         a2a=A2AEndpoint(host, gate, open_task_store(tasks), settings.base_url()),
+        rest=InvokeEndpoint(host, gate, settings.server.max_body_bytes),
     )
 
 

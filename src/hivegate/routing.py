@@ -9,7 +9,8 @@ An HTTP request is matched, in this order, by:
    from the path itself), before the prefixes, so an agent named like a prefix (``oauth``) has them;
 3. the whole path in a dict of exact paths (``/mcp``, the root agent card);
 4. for ``/{agentId}/{a}/{b}``, its tail ``{a}/{b}`` in a dict of agent documents
-   (``.well-known/agent-card.json``): so an agent named like a prefix (``oauth``) still has them;
+   (``.well-known/agent-card.json``; ``v1/invoke``, the REST invoke): so an agent named like a
+   prefix (``oauth``) still has them;
 5. its first segment in a dict of prefixes (``oauth``, ``.well-known``);
 6. else the Starlette app ``rest`` (its routes, 404 and 405 answers, and the lifespan).
 

@@ -70,11 +70,13 @@ def test_every_spec_gives_a_card_the_sdk_reads_back(spec: AgentSpec) -> None:
     assert parsed.capabilities.streaming
     assert [skill.id for skill in parsed.skills] == ([s.id for s in spec.skills] or [spec.id])
     assert bool(parsed.security_requirements) == (spec.auth == "required")
-    assert bool(parsed.capabilities.extensions) == spec.mcp_enabled
+    [extension] = parsed.capabilities.extensions
+    assert extension.params["rest"] == f"{BASE}/{spec.id}/v1/invoke"
+    assert ("mcp" in extension.params) == spec.mcp_enabled
     document = card_document(card)
     urls = [str(v) for v in _values(document) if str(v).startswith(("http://", "https://"))]
     assert all(url.startswith(f"{BASE}/") for url in urls)
-    assert len(urls) == 2 + 3 * spec.mcp_enabled + 4 * (spec.auth == "required")
+    assert len(urls) == 3 + 3 * spec.mcp_enabled + 4 * (spec.auth == "required")
 
 
 def _values(value: object) -> list[object]:

@@ -171,14 +171,14 @@ def test_credential_requiring_agent_card_is_public_and_names_the_credentials(gat
 
 
 def test_fallbacks_fill_the_required_fields(gateway: GatewayProcess) -> None:
-    """No description, no skills, MCP off, auth none: a valid card with no security and no MCP extension."""
+    """No description, no skills, MCP off, auth none: a valid card with no security and no MCP endpoint."""
     card = _parse(_get(gateway, "/terse/.well-known/agent-card.json").json())
     assert _missing_required(card) == set()
     assert card.description == "Terse"
     assert [(s.id, list(s.tags)) for s in card.skills] == [("terse", ["terse"])]
     assert not card.security_schemes
     assert not card.security_requirements
-    assert not card.capabilities.extensions
+    assert dict(card.capabilities.extensions[0].params) == {"rest": f"{PUBLIC_URL}/terse/v1/invoke"}
 
 
 def test_etag_and_cache_control(gateway: GatewayProcess) -> None:

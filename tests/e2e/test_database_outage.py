@@ -4,7 +4,8 @@ PostgreSQL is taken away from one server only, through a loopback proxy the test
 (``tests/tcp_proxy.py``): first refusing connections, then accepting them and never answering.
 Every plane must answer 503 with its own error body, code ``store_unavailable`` and ``Retry-After``,
 within the configured limits: JSON-RPC on the agent endpoints (both eras, the lean paths and the
-SDK path) and on ``/mcp``; RFC 6749 §5.2 JSON on ``/oauth/*``; an HTML page for the sign-in
+SDK path) and on ``/mcp``; the REST envelope on ``/{agentId}/v1/invoke``;
+RFC 6749 §5.2 JSON on ``/oauth/*``; an HTML page for the sign-in
 pages; ``/readyz`` 503. When the database is back, the same server serves again.
 
 SQLite: a writer from another process holding the lock (``BEGIN IMMEDIATE``) makes ``/readyz``
@@ -172,6 +173,10 @@ def _requests(served: Served) -> dict[str, Any]:
         "agent initialize (SDK path)": lambda: post(f"{url}/alpha/mcp", json=INITIALIZE, headers={**JSON, **auth}),
         "agent legacy session (lean legacy path)": lambda: post(f"{url}/alpha/mcp", json=LIST_LEGACY, headers=legacy),
         "agent legacy GET stream": lambda: get(f"{url}/alpha/mcp", headers={**legacy, "Accept": "text/event-stream"}),
+        "rest invoke": lambda: post(f"{url}/alpha/v1/invoke", json={"message": "hi"}, headers={**JSON, **auth}),
+        "rest invoke, bak_ key": lambda: post(
+            f"{url}/alpha/v1/invoke", json={"message": "hi"}, headers={**JSON, **agent_key}
+        ),
         "user /mcp modern": lambda: post(f"{url}/mcp", json=LIST_MODERN, headers={**JSON, **MODERN, **auth}),
         "user /mcp initialize": lambda: post(f"{url}/mcp", json=INITIALIZE, headers={**JSON, **auth}),
         "oauth token": lambda: post(
@@ -203,6 +208,10 @@ def _assert_plane_error(name: str, response: httpx.Response) -> None:
     elif name.endswith("page"):
         assert media.startswith("text/html"), f"{name}: {media}"
         assert "Temporarily unavailable" in response.text, name
+        assert response.headers["retry-after"] == "5", name
+    elif name.startswith("rest"):
+        body = response.json()
+        assert (body["success"], body["error"]["code"]) == (False, "store_unavailable"), f"{name}: {body}"
         assert response.headers["retry-after"] == "5", name
     elif name.startswith("oauth"):
         body = response.json()

@@ -11,8 +11,8 @@ What an agent's card claims (``docs/a2a.md``):
   :func:`a2a_url` (``{base}/{id}/a2a``; HTTP+JSON appends ``/message:send``, ``/tasks/…``),
   ``protocolVersion`` 1.0 (:mod:`hivegate.a2a.bindings`).
 - ``capabilities``: ``streaming`` true (both bindings stream); ``pushNotifications`` and
-  ``extendedAgentCard`` false; the MCP endpoint (when ``mcp_enabled``) as the extension
-  :data:`INTERFACES_EXTENSION_URI`.
+  ``extendedAgentCard`` false; the REST invoke and the MCP endpoint (when ``mcp_enabled``) as
+  the extension :data:`INTERFACES_EXTENSION_URI`.
 - ``securitySchemes`` / ``securityRequirements``: the credentials the agent's endpoints take
   (OAuth authorization code + PKCE with scope ``agent:{id}``; ``oag_``/``bak_`` keys as bearer;
   ``bak_`` in ``X-Agent-API-Key``), any one of them; none for an ``auth = "none"`` agent.
@@ -74,9 +74,10 @@ JSON_MODES = ("application/json",)
 """A skill with an ``input_schema`` takes its arguments as one JSON object."""
 
 INTERFACES_EXTENSION_URI = "urn:hivegate:a2a:ext:interfaces:v1"
-"""The extension carrying the agent's other endpoints; ``params``: ``mcp`` and ``mcpAlias`` (the MCP
-endpoint's two URLs) and ``protectedResourceMetadata`` (its RFC 9728 document). An identifier, not
-a URL (documented in ``docs/a2a.md``)."""
+"""The extension carrying the agent's other endpoints; ``params``: ``rest`` (``/{id}/v1/invoke``,
+always), and when ``mcp_enabled`` ``mcp`` and ``mcpAlias`` (the MCP endpoint's two URLs) and
+``protectedResourceMetadata`` (its RFC 9728 document). An identifier, not a URL (documented in
+``docs/a2a.md``)."""
 
 GATEWAY_EXTENSION_URI = "urn:hivegate:a2a:ext:gateway:v1"
 """The root card's extension; ``params``: ``agentCardUrlTemplate`` and ``userMcp``."""
@@ -103,7 +104,7 @@ def agent_card(spec: AgentSpec, base: str) -> AgentCard:
     ``provider``, ``documentationUrl``, ``iconUrl`` and ``signatures`` are left out: hivegate has
     no setting or agent field to fill them from (``docs/a2a.md``).
     """
-    extensions = [_interfaces_extension(spec.id, base)] if spec.mcp_enabled else []
+    extensions = [_interfaces_extension(spec, base)]
     schemes, requirements = _security(spec, base)
     name = spec.name or spec.id
     url = a2a_url(base, spec.id)
@@ -178,16 +179,20 @@ def _message_skill(spec: AgentSpec) -> AgentSkill:
     return AgentSkill(id=spec.id, name=name, description=spec.description or name, tags=(spec.id,))
 
 
-def _interfaces_extension(agent_id: str, base: str) -> AgentExtension:
-    resource = agent_resource(base, agent_id)
-    params = {
-        "mcp": resource,
-        "mcpAlias": f"{base}/agents/{agent_id}/mcp",
-        "protectedResourceMetadata": resource_metadata_url(base, resource.removeprefix(base)),
-    }
+def _interfaces_extension(spec: AgentSpec, base: str) -> AgentExtension:
+    agent_id = spec.id
+    params = {"rest": f"{base}/{agent_id}/v1/invoke"}
+    if spec.mcp_enabled:
+        resource = agent_resource(base, agent_id)
+        params["mcp"] = resource
+        params["mcpAlias"] = f"{base}/agents/{agent_id}/mcp"
+        params["protectedResourceMetadata"] = resource_metadata_url(base, resource.removeprefix(base))
     return AgentExtension(
         uri=INTERFACES_EXTENSION_URI,
-        description="The agent's MCP endpoint (Streamable HTTP), with the same credentials as this card names.",
+        description=(
+            "The agent's REST invoke and (when on) MCP endpoint (Streamable HTTP), with the same credentials"
+            " as this card names."
+        ),
         required=False,
         params=params,
     )

@@ -1,0 +1,291 @@
+"""``POST /{agentId}/v1/invoke``: the original platform's thin REST invoke, over the invocation layer.
+
+Per request (``docs/rest.md``):
+
+1. only ``POST`` (else 405 with ``Allow``); the agent id is checked; an unknown agent, a malformed
+   id or one with ``a2a_enabled = false`` is 404 ``agent_not_found`` before any credential is read
+   (the original serves this route on its A2A host, so the A2A switch governs it, as for the cards
+   and the bindings);
+2. the credential passes :meth:`~hivegate.auth.gate.EndpointGate.admit_agent` with ``a2a=True``,
+   the gate of the MCP and A2A planes (the agent's MCP endpoint is the protected resource);
+3. ``Content-Type`` must be JSON (415) and ``Accept`` must admit JSON or SSE (406); the body is read
+   up to ``server.max_body_bytes`` (413) and parsed (:func:`parse_body`, 400);
+4. the agent's call target (its backend started on first use; none → 501 ``agent_not_invocable``)
+   runs the message through :func:`~hivegate.calls.invoke.invoke`: the agent's deadline (shortened
+   by ``timeout_ms``), its errors, and cancellation when the client disconnects
+   (:func:`~hivegate.calls.cancel.cancel_on_disconnect` for the blocking answer; sse-starlette's
+   disconnect listener for a stream);
+5. the answer is a JSON object, or SSE frames when the request asks for ``text/event-stream``
+   (:func:`_asks_for_sse`; :mod:`hivegate.rest.rendering`).
+
+Spec: /work/shared/reference/product-surface.md §4.7, §6.2 (the original's invoke), §9.1 (codes).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import AsyncGenerator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.types import Receive, Scope, Send
+
+from hivegate.agents.model import AGENT_ID_PATTERN, AgentSpec
+from hivegate.auth.gate import EndpointGate
+from hivegate.auth.principal import Principal
+from hivegate.backends.base import Attachment, Invocation
+from hivegate.calls.cancel import cancel_on_disconnect
+from hivegate.calls.events import CallFailed, CallOutcome, ReplyDelta
+from hivegate.calls.invoke import CallTarget, invoke
+from hivegate.errors import (
+    AgentNotFoundError,
+    AgentNotInvocableError,
+    GatewayError,
+    InternalError,
+    InvalidParamsError,
+    InvalidRequestError,
+    MethodNotAllowedError,
+)
+from hivegate.mcp.host import AgentHost
+from hivegate.mcp.negotiation import parse_accept
+from hivegate.mcp.transport import check_accept, check_content_type, parse_json, read_body, request_headers
+from hivegate.rest.rendering import delta_frame, done_frames, invoke_reply, rest_error_response
+
+__all__ = [
+    "INVOKE_TAIL",
+    "MAX_ATTACHMENTS",
+    "MAX_TIMEOUT_MS",
+    "MIN_TIMEOUT_MS",
+    "InvokeEndpoint",
+    "InvokeRequest",
+    "parse_body",
+]
+
+logger = logging.getLogger(__name__)
+
+INVOKE_TAIL = "v1/invoke"
+"""The path after the agent id (``/{agentId}/v1/invoke``)."""
+
+MIN_TIMEOUT_MS = 100
+MAX_TIMEOUT_MS = 115_000
+"""``timeout_ms`` is clamped to the original's range [100, 115000] (product-surface.md §6.2)."""
+
+MAX_ATTACHMENTS = 16
+MAX_ID_CHARS = 128
+"""The original's limit on ids (path ids, ``file_id``); ``context_id`` and ``idempotency_key`` here."""
+
+_AGENT_ID = re.compile(AGENT_ID_PATTERN)
+_ATTACHMENT_FIELDS = ("name", "mimeType", "uri", "data")
+_STREAM_BUFFER = 64
+
+
+@dataclass(frozen=True, slots=True)
+class InvokeRequest:
+    """A parsed invoke body. ``idempotency_key`` and ``metadata`` are accepted and not used (issue 10)."""
+
+    message: str
+    context_id: str | None = None
+    timeout_ms: int | None = None
+    attachments: tuple[Attachment, ...] = ()
+    arguments: Mapping[str, Any] | None = None
+
+
+def _param(name: str, message: str) -> InvalidParamsError:
+    return InvalidParamsError(message, data={"param": name})
+
+
+def _optional_id(body: Mapping[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_ID_CHARS:
+        raise _param(name, f"'{name}' must be a string of 1 to {MAX_ID_CHARS} characters")
+    return value
+
+
+def _attachments(raw: Any) -> tuple[Attachment, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or len(raw) > MAX_ATTACHMENTS:  # pyright: ignore[reportUnknownArgumentType]
+        raise _param("attachments", f"'attachments' must be an array of at most {MAX_ATTACHMENTS} objects")
+    found: list[Attachment] = []
+    for item in raw:  # pyright: ignore[reportUnknownVariableType]
+        if not isinstance(item, dict):
+            raise _param("attachments", "each attachment must be an object")
+        if "file_id" in item:
+            raise _param("attachments", "file_id needs the original's file service; send 'uri' or 'data' instead")
+        fields: dict[str, str | None] = {}
+        for name in _ATTACHMENT_FIELDS:
+            value = item.get(name)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            if value is not None and not isinstance(value, str):
+                raise _param("attachments", f"an attachment's '{name}' must be a string")
+            fields[name] = value
+        found.append(
+            Attachment(name=fields["name"], mime_type=fields["mimeType"], uri=fields["uri"], data=fields["data"])
+        )
+    return tuple(found)
+
+
+def parse_body(decoded: Any) -> InvokeRequest:
+    """The invoke request of a decoded JSON body; unknown members are ignored.
+
+    Raises:
+        InvalidRequestError: the body is not a JSON object.
+        InvalidParamsError: a member is missing or has the wrong type or range (``data.param`` names it).
+    """
+    if not isinstance(decoded, dict):
+        raise InvalidRequestError("the body must be a JSON object")
+    body: dict[str, Any] = decoded  # pyright: ignore[reportUnknownVariableType]
+    if "message" not in body or body["message"] is None:
+        raise _param("message", "'message' is required")
+    message = body["message"]
+    if not isinstance(message, str):
+        raise _param("message", "'message' must be a string")
+    context_id = _optional_id(body, "context_id")
+    _optional_id(body, "idempotency_key")
+    metadata = body.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise _param("metadata", "'metadata' must be an object")
+    timeout_ms = body.get("timeout_ms")
+    if timeout_ms is not None:
+        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1:
+            raise _param("timeout_ms", "'timeout_ms' must be a positive integer (milliseconds)")
+        timeout_ms = min(max(timeout_ms, MIN_TIMEOUT_MS), MAX_TIMEOUT_MS)
+    attachments = _attachments(body.get("attachments"))
+    arguments = {name: body[name] for name in ("message", "context_id", "attachments") if body.get(name) is not None}
+    return InvokeRequest(message, context_id, timeout_ms, attachments, arguments)
+
+
+def _asks_for_sse(accept: str | None) -> bool:
+    """Whether the reply is SSE: ``Accept`` admits only SSE, or names ``text/event-stream`` and not
+    ``application/json`` (JSON, the blocking reply, is the default when both are named or ``*/*``)."""
+    acceptable = parse_accept(accept)
+    if not acceptable.sse:
+        return False
+    named = (accept or "").lower()
+    return not acceptable.json or ("text/event-stream" in named and "application/json" not in named)
+
+
+class InvokeEndpoint:
+    """The ASGI app of every agent's ``/{agentId}/v1/invoke`` (module docstring).
+
+    Args:
+        host: the agents (specs, and the runtimes that hold their call targets).
+        gate: the credential gate shared with the MCP and A2A planes.
+        max_body_bytes: ``server.max_body_bytes``.
+    """
+
+    def __init__(self, host: AgentHost, gate: EndpointGate, max_body_bytes: int) -> None:
+        self._host = host
+        self._gate = gate
+        self._max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        agent_id: str = scope["path"].split("/")[1]
+        try:
+            call = await self._admit(agent_id, scope, receive)
+        except GatewayError as exc:
+            await rest_error_response(exc)(scope, receive, send)
+            return
+        principal, target, request, stream = call
+        context_id = request.context_id or str(uuid.uuid4())
+        invocation = Invocation(
+            agent_id=agent_id,
+            message=request.message,
+            arguments=dict(request.arguments or {}),
+            context_id=context_id,
+            attachments=request.attachments,
+            principal=principal,
+        )
+        if request.timeout_ms is not None:
+            seconds = min(request.timeout_ms / 1000, target.spec.invoke_timeout_seconds)
+            target = CallTarget(target.spec.model_copy(update={"invoke_timeout_seconds": seconds}), target.backend)
+        if stream:
+            await self._stream(principal, target, invocation, context_id)(scope, receive, send)
+            return
+        outcome: CallOutcome | None = None
+
+        async def work() -> None:
+            nonlocal outcome
+            try:
+                outcome = await invoke(principal, target, invocation)
+            except Exception:
+                logger.exception("agent %s: the REST invoke failed", agent_id)
+                outcome = CallFailed(InternalError("Internal error"))
+
+        if not await cancel_on_disconnect(receive, work):
+            logger.info("agent %s: the REST invoke client left; the call was cancelled", agent_id)
+            return
+        assert outcome is not None
+        await invoke_reply(outcome, context_id)(scope, receive, send)
+
+    async def _admit(
+        self, agent_id: str, scope: Scope, receive: Receive
+    ) -> tuple[Principal, CallTarget, InvokeRequest, bool]:
+        if scope["method"] != "POST":
+            error = MethodNotAllowedError(f"{scope['method'][:20]} is not allowed here; invoke is POSTed")
+            error.headers["Allow"] = "POST"
+            raise error
+        spec = self._spec(agent_id)
+        pairs, headers = request_headers(scope)
+        principal = await self._gate.admit_agent(agent_id, spec, f"/{agent_id}/mcp", pairs, a2a=True)
+        check_content_type(headers)
+        check_accept(headers)
+        stream = _asks_for_sse(headers.get("accept"))
+        body = await read_body(scope, receive, self._max_body_bytes, headers)
+        request = parse_body(parse_json(body))
+        runtime = await self._host.runtime(agent_id)
+        target = None if runtime is None else runtime.view.call_target
+        if target is None:
+            raise AgentNotInvocableError(f"agent {agent_id} takes no messages: it has no invocable backend")
+        return principal, target, request, stream
+
+    def _spec(self, agent_id: str) -> AgentSpec:
+        if _AGENT_ID.fullmatch(agent_id) is None:
+            raise AgentNotFoundError(f"No agent with this id ({AGENT_ID_PATTERN})")
+        spec = self._host.spec(agent_id)
+        if spec is None or not spec.a2a_enabled:
+            raise AgentNotFoundError(f"No agent {agent_id} on this gateway")
+        return spec
+
+    def _stream(
+        self, principal: Principal, target: CallTarget, invocation: Invocation, context_id: str
+    ) -> EventSourceResponse:
+        """The SSE answer: the call runs as sse-starlette's data sender, so a client that disconnects
+        cancels it (the response's task group is cancelled, and the backend sees the cancellation)."""
+        sender, frames = anyio.create_memory_object_stream[ServerSentEvent](_STREAM_BUFFER)
+
+        async def produce(out: MemoryObjectSendStream[ServerSentEvent]) -> None:
+            streamed: list[str] = []
+
+            async def on_delta(delta: ReplyDelta) -> None:
+                streamed.append(delta.text)
+                await out.send(delta_frame(delta.text))
+
+            async with out:
+                try:
+                    outcome: CallOutcome = await invoke(principal, target, invocation, on_delta)
+                except Exception:
+                    logger.exception("agent %s: the REST invoke stream failed", invocation.agent_id)
+                    outcome = CallFailed(InternalError("Internal error"))
+                for frame in done_frames(outcome, context_id, "".join(streamed)):
+                    await out.send(frame)
+
+        async def sender_task() -> None:
+            await produce(sender)
+
+        async def relay() -> AsyncGenerator[ServerSentEvent]:
+            async with frames:  # closed however the response ends
+                async for frame in frames:
+                    yield frame
+
+        return EventSourceResponse(
+            relay(),
+            data_sender_callable=sender_task,
+            headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"},
+        )
