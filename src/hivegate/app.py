@@ -12,6 +12,7 @@ One route table (:class:`~hivegate.routing.RouteTable`):
   the same gate (:mod:`hivegate.a2a.bindings`);
 - ``/{agentId}/.well-known/agent-card.json`` (and its ``/agents/…`` alias, and the legacy
   ``agent.json`` name): the agent's public A2A card (:mod:`hivegate.a2a.card_routes`);
+- ``/api/v1/agents``: discovery, the cards of the agents the caller may see (:mod:`hivegate.a2a.discovery`);
 - ``/``: what the gateway serves, HTML or JSON (:mod:`hivegate.home`);
 - ``/healthz``: the process is alive (200 ``{"status":"ok"}``);
 - a path ending ``/mcp/`` (an MCP endpoint with a trailing slash): 404 with a JSON-RPC error body
@@ -39,6 +40,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from hivegate import __version__
 from hivegate.a2a.card_routes import AgentCardEndpoints
+from hivegate.a2a.discovery import DISCOVERY_PATH
 from hivegate.auth.oauth.endpoints import OAuthPlaneErrors
 from hivegate.errors import NotFoundError, StoreUnavailableError
 from hivegate.gateway import Gateway
@@ -97,7 +99,11 @@ def create_app(gateway: Gateway) -> RouteTable:
     root_cards = cards.root()
     return RouteTable(
         agent=surfaces.agent,
-        exact={"/mcp": surfaces.user, **dict.fromkeys(cards.root_paths(), root_cards)},
+        exact={
+            "/mcp": surfaces.user,
+            DISCOVERY_PATH: surfaces.discovery,
+            **dict.fromkeys(cards.root_paths(), root_cards),
+        },
         prefixes={"oauth": auth, ".well-known": auth},
         rest=McpLookalikes(rest),
         agent_documents=dict.fromkeys(cards.agent_documents(), rest),

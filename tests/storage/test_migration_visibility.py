@@ -46,8 +46,7 @@ async def test_stored_specs_become_private_and_reapply_unchanged(clean_sql_url: 
         async with engine.begin() as connection:
             await connection.execute(
                 sa.text(
-                    "INSERT INTO agents (id, spec, revision, updated_at) "
-                    "VALUES ('legacy', :spec, 1, CURRENT_TIMESTAMP)"
+                    "INSERT INTO agents (id, spec, revision, updated_at) VALUES ('legacy', :spec, 1, CURRENT_TIMESTAMP)"
                 ),
                 {"spec": _without_visibility(spec)},
             )
