@@ -10,7 +10,7 @@ tokens are minted with the server's signing key (as ``test_auth_matrix.py``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -317,17 +317,28 @@ def test_alices_cursor_is_refused_for_bob(world: World) -> None:
     assert _get(world, _bearer(world.alice), limit=1, cursor=cursor, tag="text").status_code == 400
 
 
-@pytest.mark.parametrize(
-    "mangle",
-    [
-        lambda c: c[:-1] + ("A" if c[-1] != "A" else "B"),
-        lambda c: "MTAw" + c[4:],
-        lambda c: c + "x",
-        lambda c: "not a cursor",
-        lambda c: "%00",
-    ],
-)
-def test_tampered_cursor_is_400(world: World, mangle: Any) -> None:
+def _flip_last(cursor: str) -> str:
+    return cursor[:-1] + ("A" if cursor[-1] != "A" else "B")
+
+
+def _forge_offset(cursor: str) -> str:
+    return "MTAw" + cursor[4:]  # "100" as the payload, the old tag
+
+
+def _extend(cursor: str) -> str:
+    return cursor + "x"
+
+
+def _garbage(cursor: str) -> str:
+    return "not a cursor"
+
+
+def _nul(cursor: str) -> str:
+    return "%00"
+
+
+@pytest.mark.parametrize("mangle", [_flip_last, _forge_offset, _extend, _garbage, _nul])
+def test_tampered_cursor_is_400(world: World, mangle: Callable[[str], str]) -> None:
     cursor = _get(world, _bearer(world.alice), limit=1).json()["nextCursor"]
     response = _get(world, _bearer(world.alice), limit=1, cursor=mangle(cursor))
     assert response.status_code == 400
