@@ -80,7 +80,7 @@ def create_app(gateway: Gateway) -> RouteTable:
             return JSONResponse(body, status_code=503, headers={"Cache-Control": "no-store"})
         return JSONResponse({"status": "ok", "store": "ok", "agents": len(gateway.registry.all())})
 
-    cards = AgentCardEndpoints(gateway.registry, gateway.settings.base_url(), __version__)
+    cards = AgentCardEndpoints(gateway.registry, gateway.settings.base_url(), __version__, gateway.gate)
     rest = Starlette(
         routes=[
             Route("/", HomePage(gateway.settings.base_url()).endpoint, methods=["GET"]),

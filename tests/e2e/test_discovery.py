@@ -426,3 +426,31 @@ async def test_discover_agents_rest_and_tool_agree(world: World, mode: str) -> N
         async with _client(world, world.alice, mode) as client:
             result = await client.call_tool("discover_agents", {"q": "alice"})
             assert result.structured_content == _get(world, _bearer(world.alice), q="alice").json()
+
+
+# -- a private agent's card ----------------------------------------------------------------------
+
+
+def _card(world: World, agent_id: str, headers: dict[str, str]) -> httpx.Response:
+    return httpx.get(f"{world.gateway.url}/{agent_id}/.well-known/agent-card.json", headers=headers, timeout=30)
+
+
+def test_a_private_agents_card_is_its_owners_only(world: World) -> None:
+    unknown = _card(world, "nobody-here", {})
+    assert unknown.status_code == 404
+    for headers in ({}, _bearer(world.bob), _bearer("oag_" + "0" * 64), _bearer(world.oauth_agent)):
+        refused = _card(world, "alice-vault", headers)
+        assert refused.status_code == 404, headers
+        assert refused.json()["error"]["details"] == unknown.json()["error"]["details"]
+        assert "www-authenticate" not in refused.headers
+    for headers in (_bearer(world.alice), {"X-Agent-API-Key": world.alice_bak}):
+        served = _card(world, "alice-vault", headers)
+        assert served.status_code == 200
+        assert served.headers["cache-control"] == "private, max-age=300"
+        assert "Authorization" in served.headers["vary"]
+        assert served.json()["name"] == "Vault"
+    # A public agent's card is served to anyone, for caches to share.
+    public = _card(world, "alice-shop", {})
+    assert public.status_code == 200
+    assert public.headers["cache-control"] == "public, max-age=300"
+    assert _card(world, "bob-weather", _bearer(world.alice)).status_code == 200
