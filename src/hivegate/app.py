@@ -13,6 +13,7 @@ One route table (:class:`~hivegate.routing.RouteTable`):
 - ``/{agentId}/v1/invoke``: the original's REST invoke, behind the same gate (:mod:`hivegate.rest.invoke`);
 - ``/{agentId}/.well-known/agent-card.json`` (and its ``/agents/…`` alias, and the legacy
   ``agent.json`` name): the agent's public A2A card (:mod:`hivegate.a2a.card_routes`);
+- ``/api/v1/agents``: discovery, the cards of the agents the caller may see (:mod:`hivegate.a2a.discovery`);
 - ``/``: what the gateway serves, HTML or JSON (:mod:`hivegate.home`);
 - ``/healthz``: the process is alive (200 ``{"status":"ok"}``);
 - a path ending ``/mcp/`` (an MCP endpoint with a trailing slash): 404 with a JSON-RPC error body
@@ -40,6 +41,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from hivegate import __version__
 from hivegate.a2a.card_routes import AgentCardEndpoints
+from hivegate.a2a.discovery import DISCOVERY_PATH
 from hivegate.auth.oauth.endpoints import OAuthPlaneErrors
 from hivegate.errors import NotFoundError, StoreUnavailableError
 from hivegate.gateway import Gateway
@@ -80,7 +82,7 @@ def create_app(gateway: Gateway) -> RouteTable:
             return JSONResponse(body, status_code=503, headers={"Cache-Control": "no-store"})
         return JSONResponse({"status": "ok", "store": "ok", "agents": len(gateway.registry.all())})
 
-    cards = AgentCardEndpoints(gateway.registry, gateway.settings.base_url(), __version__)
+    cards = AgentCardEndpoints(gateway.registry, gateway.settings.base_url(), __version__, gateway.gate)
     rest = Starlette(
         routes=[
             Route("/", HomePage(gateway.settings.base_url()).endpoint, methods=["GET"]),
@@ -99,7 +101,11 @@ def create_app(gateway: Gateway) -> RouteTable:
     root_cards = cards.root()
     return RouteTable(
         agent=surfaces.agent,
-        exact={"/mcp": surfaces.user, **dict.fromkeys(cards.root_paths(), root_cards)},
+        exact={
+            "/mcp": surfaces.user,
+            DISCOVERY_PATH: surfaces.discovery,
+            **dict.fromkeys(cards.root_paths(), root_cards),
+        },
         prefixes={"oauth": auth, ".well-known": auth},
         rest=McpLookalikes(rest),
         agent_documents={**dict.fromkeys(cards.agent_documents(), rest), INVOKE_TAIL: surfaces.rest},

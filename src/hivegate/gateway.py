@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 import anyio
 
 from hivegate.a2a.bindings import A2AEndpoint
+from hivegate.a2a.discovery import AgentDiscovery, DiscoveryEndpoint
 from hivegate.a2a.tasks import open_task_store
 from hivegate.agents.loader import load_agents_file
 from hivegate.agents.registry import AgentRegistry
@@ -33,6 +34,7 @@ from hivegate.auth.tokens import TokenCodec
 from hivegate.errors import StoreUnavailableError
 from hivegate.mcp.coverage import agent_coverage
 from hivegate.mcp.host import AgentHost
+from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.routes import McpEndpoint
 from hivegate.mcp.user_endpoint import UserEndpoint
 from hivegate.rest.invoke import InvokeEndpoint
@@ -54,22 +56,27 @@ PURGE_INTERVAL_SECONDS = 600.0
 class Surfaces:
     """The endpoints (ASGI apps): ``agent`` serves ``/{agentId}/mcp``, ``user`` serves ``/mcp``, ``a2a``
     serves ``/{agentId}/a2a`` and ``/{agentId}/a2a/…`` (the A2A bindings), ``rest`` serves
-    ``/{agentId}/v1/invoke`` (the REST invoke)."""
+    ``/{agentId}/v1/invoke`` (the REST invoke), ``discovery`` serves ``/api/v1/agents`` (the same
+    search as ``/mcp``'s ``discover_agents`` tool)."""
 
     agent: McpEndpoint
     user: UserEndpoint
     a2a: A2AEndpoint
     rest: InvokeEndpoint
+    discovery: DiscoveryEndpoint
 
 
 def build_surfaces(host: AgentHost, settings: Settings, gate: EndpointGate, tasks: A2ATasks) -> Surfaces:
-    """The MCP endpoints, the A2A bindings and the REST invoke over ``host``, behind ``gate``, the A2A
-    tasks kept in ``tasks`` (the one place that builds them)."""
+    """The MCP endpoints, the A2A bindings, the REST invoke and discovery over ``host``, behind ``gate``,
+    the A2A tasks kept in ``tasks`` (the one place that builds them)."""
+    codec = CursorCodec(settings.security.cursor_key.get_secret_value().encode())
+    discovery = AgentDiscovery(host.registry, settings.base_url(), codec)
     return Surfaces(
         agent=McpEndpoint(host, settings, gate),
-        user=UserEndpoint(host, settings, gate),
+        user=UserEndpoint(host, settings, gate, discovery),
         a2a=A2AEndpoint(host, gate, open_task_store(tasks), settings.base_url()),
         rest=InvokeEndpoint(host, gate, settings.server.max_body_bytes),
+        discovery=DiscoveryEndpoint(discovery, gate),
     )
 
 

@@ -291,7 +291,8 @@ async def test_a_running_task_stays_cancellable_across_a_change_of_its_agent(ser
             lambda: _cli(served.database_url, "agents", "apply", str(edited), path=served.path)
         )
         card_url = f"{served.gateway.url}/waiter/.well-known/agent-card.json"
-        async with httpx.AsyncClient(timeout=10) as http:
+        # waiter is private: its card is its owner's (docs/a2a.md#discovery)
+        async with httpx.AsyncClient(timeout=10, headers={"Authorization": f"Bearer {served.alice}"}) as http:
             with anyio.fail_after(10):  # the server's registry poll runs every 0.1 s
                 while (await http.get(card_url)).json()["description"] != "edited":  # noqa: ASYNC110  # another process
                     await anyio.sleep(0.05)

@@ -17,6 +17,7 @@ AGENT = """
 id = "payroll"
 name = "Payroll"
 owner = "alice"
+visibility = "public"
 a2a_enabled = {enabled}
 {extra}
 """

@@ -1,7 +1,8 @@
 """Agent cards on a real server (issue 9 items 1 and 5): parsed by a2a-sdk, URLs from public_url, ETag/304, 404s.
 
 Two servers: the demo configuration (``examples/hivegate.toml``) and a small one with an agent that
-asks for credentials, one with ``a2a_enabled = false`` and one without description or skills; both
+asks for credentials (public: a private one's card is 404 without its owner's credential, tested in
+``test_discovery.py``), one with ``a2a_enabled = false`` and one without description or skills; both
 with ``server.public_url`` set to a host the tests never connect to, so every URL a card names must
 come from it and none from the request.
 """
@@ -32,6 +33,7 @@ name = "Payroll"
 description = "Answers payroll questions."
 version = "2.0.0"
 owner = "alice"
+visibility = "public"  # a private agent's card is its owner's only (tests/e2e/test_discovery.py)
 
 [[agents.skills]]
 id = "payslip"

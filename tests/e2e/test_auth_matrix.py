@@ -281,9 +281,10 @@ VISIBLE_TOOLS: dict[tuple[str, str], set[str]] = {
     ("/agents/alpha/mcp", "oag"): {"alpha"},
     ("/agents/alpha/mcp", "bak"): {"alpha"},
     ("/beta/mcp", "other_user"): {"beta"},
-    ("/mcp", "oauth"): {"alpha"},  # granted alpha and off; off has MCP switched off
-    ("/mcp", "oag"): {"alpha", "gamma", "open"},  # every MCP-enabled agent alice owns
-    ("/mcp", "other_user"): {"beta"},
+    # /mcp also lists its own discover_agents tool (docs/a2a.md#discovery)
+    ("/mcp", "oauth"): {"discover_agents", "alpha"},  # granted alpha and off; off has MCP switched off
+    ("/mcp", "oag"): {"discover_agents", "alpha", "gamma", "open"},  # every MCP-enabled agent alice owns
+    ("/mcp", "other_user"): {"discover_agents", "beta"},
 }
 CELLS = [(route, credential) for route in ROUTES for credential in CREDENTIALS]
 

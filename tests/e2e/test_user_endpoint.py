@@ -163,6 +163,18 @@ async def _client(url: str, key: str, mode: str, **options: Any) -> AsyncGenerat
         yield client
 
 
+async def _tool_names(client: Client) -> list[str]:
+    """Every tool's name, all pages (``discover_agents`` comes first; the page size here is 2)."""
+    page = await client.list_tools()
+    names = [t.name for t in page.tools]
+    for _ in range(10):
+        if page.next_cursor is None:
+            break
+        page = await client.list_tools(cursor=page.next_cursor)
+        names += [t.name for t in page.tools]
+    return names
+
+
 async def _all_resources(client: Client) -> list[Resource]:
     page = await client.list_resources()
     resources = list(page.resources)
@@ -227,7 +239,7 @@ async def test_alice_sees_and_calls_only_her_enabled_agent(world: World, mode: s
                 assert client.server_info is not None
                 assert client.server_info.name == "hivegate"
             tools = await client.list_tools()
-            assert [t.name for t in tools.tools] == ["alice-echo"]
+            assert [t.name for t in tools.tools] == ["discover_agents", "alice-echo"]
             if mode != "legacy":
                 assert (tools.ttl_ms, tools.cache_scope) == (0, "private")
             result = await client.call_tool("alice-echo", {"message": "hello from the top"})
@@ -241,14 +253,14 @@ async def test_alice_sees_and_calls_only_her_enabled_agent(world: World, mode: s
             own_tools = await own.list_tools()
     assert deltas == ["one ", "two ", "three"]
     # Exactly the message tool the agent's own endpoint lists.
-    assert tools.tools[0] == next(t for t in own_tools.tools if t.name == "alice-echo")
+    assert tools.tools[1] == next(t for t in own_tools.tools if t.name == "alice-echo")
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_bob_sees_only_his_agent_and_cannot_call_alices(world: World, mode: str) -> None:
     with anyio.fail_after(CALL_TIMEOUT_SECONDS):
         async with _client(world.url, world.bob, mode) as client:
-            assert [t.name for t in (await client.list_tools()).tools] == ["bob-echo"]
+            assert await _tool_names(client) == ["discover_agents", "bob-echo"]
             assert _text((await client.call_tool("bob-echo", {"message": "hi"})).content[0]) == "hi"
             for name in ("alice-echo", "alice-quiet", "nobody"):
                 with pytest.raises(MCPError) as refused:
@@ -431,12 +443,12 @@ async def test_enabling_an_agent_is_announced_on_both_eras(world: World) -> None
             _client(world.url, world.alice, "legacy", message_handler=on_message) as legacy,
             _client(world.url, world.alice, "2026-07-28", cache=None) as modern,
         ):
-            assert [t.name for t in (await legacy.list_tools()).tools] == ["alice-echo"]
+            assert await _tool_names(legacy) == ["discover_agents", "alice-echo"]
             async with modern.listen(tools_list_changed=True) as subscription:
                 await _apply(world, AGENTS.replace("mcp_enabled = false", "mcp_enabled = true"), "enabled.toml")
                 event = await subscription.__anext__()
             assert isinstance(event, ToolsListChanged)
             await changed.wait()
-            assert [t.name for t in (await modern.list_tools()).tools] == ["alice-echo", "alice-quiet"]
-            assert [t.name for t in (await legacy.list_tools()).tools] == ["alice-echo", "alice-quiet"]
+            assert await _tool_names(modern) == ["discover_agents", "alice-echo", "alice-quiet"]
+            assert await _tool_names(legacy) == ["discover_agents", "alice-echo", "alice-quiet"]
             assert [p.name for p in (await legacy.list_prompts()).prompts] == ["alice-echo.greet", "alice-quiet.secret"]

@@ -1,7 +1,7 @@
 """The agent-card endpoints: every agent's public card, the gateway's root card, the legacy discovery paths.
 
-Paths (``docs/a2a.md``), all public (no credential is read), all URLs in bodies and ``Location``
-headers built from ``base`` (``server.public_url``), never from ``Host``:
+Paths (``docs/a2a.md``), all public (no credential is read) except a private agent's card, all URLs
+in bodies and ``Location`` headers built from ``base`` (``server.public_url``), never from ``Host``:
 
 - ``/{agentId}/.well-known/agent-card.json`` and ``/agents/{agentId}/.well-known/agent-card.json``:
   the agent's card (:func:`~hivegate.a2a.card.agent_card`);
@@ -14,7 +14,11 @@ headers built from ``base`` (``server.public_url``), never from ``Host``:
 ``GET`` and ``HEAD`` answer; ``OPTIONS`` is a CORS preflight (204); any other method is 405
 ``method_not_allowed`` with ``Allow``. A card answers 200 with a strong ``ETag`` (the SHA-256 of
 the body bytes), ``Cache-Control: public, max-age=300`` (:data:`CARD_MAX_AGE_SECONDS`) and CORS
-``*``; ``If-None-Match`` naming the current tag (or ``*``) answers 304 with the same headers and no
+``*``. A **private** agent's card (``visibility = "private"`` and ``auth = "required"``) is served only
+to a credential that reaches the agent (the bindings' gate, :meth:`EndpointGate.admit_agent`), with
+``Cache-Control: private`` and ``Vary: Authorization, X-Agent-API-Key``; to anyone else, credential
+or not, it is the unknown agent's 404 (the original's rule: an invisible agent's card is 404).
+``If-None-Match`` naming the current tag (or ``*``) answers 304 with the same headers and no
 body. An unknown agent, an agent with ``a2a_enabled = false`` and a malformed id are the same 404
 ``agent_not_found``, rendered by :func:`~hivegate.a2a.rendering.a2a_error_response`. A card is
 rebuilt only when the registry's spec of the agent changes.
@@ -39,7 +43,9 @@ from hivegate.a2a.card import AGENT_CARD_PATH, agent_card, agent_card_url, card_
 from hivegate.a2a.rendering import a2a_error_response
 from hivegate.agents.model import AGENT_ID_PATTERN, AgentSpec
 from hivegate.agents.registry import AgentRegistry
-from hivegate.errors import AgentNotFoundError, MethodNotAllowedError
+from hivegate.auth.gate import EndpointGate
+from hivegate.errors import AgentNotFoundError, GatewayError, MethodNotAllowedError
+from hivegate.mcp.transport import decode_headers
 
 __all__ = ["CARD_MAX_AGE_SECONDS", "LEGACY_CARD_PATH", "AgentCardEndpoints", "if_none_match_selects"]
 
@@ -53,6 +59,7 @@ LEGACY_CARD_PATH = "/.well-known/agent.json"
 _AGENT_ID = re.compile(AGENT_ID_PATTERN)
 _PUBLIC = {"Access-Control-Allow-Origin": "*", "Access-Control-Expose-Headers": "ETag"}
 _CACHE_CONTROL = f"public, max-age={CARD_MAX_AGE_SECONDS}"
+_PRIVATE_CACHE_CONTROL = f"private, max-age={CARD_MAX_AGE_SECONDS}"
 _ALLOW = "GET, HEAD, OPTIONS"
 _PREFLIGHT = {
     "Allow": _ALLOW,
@@ -107,10 +114,12 @@ class AgentCardEndpoints:
         registry: the live agents; a card reflects the spec the registry holds at request time.
         base: ``Settings.base_url()`` (no trailing slash).
         version: the gateway's version, the root card's ``version``.
+        gate: admits the owner's credential for a private agent's card; without a gate every card is public.
     """
 
-    def __init__(self, registry: AgentRegistry, base: str, version: str) -> None:
+    def __init__(self, registry: AgentRegistry, base: str, version: str, gate: EndpointGate | None = None) -> None:
         self._registry = registry
+        self._gate = gate
         self._base = base
         self._root = _Served(card_document(gateway_card(base, version)))
         self._cards: dict[str, tuple[AgentSpec, _Served]] = {}
@@ -152,11 +161,28 @@ class AgentCardEndpoints:
         if spec is None or not spec.a2a_enabled:
             self._cards.pop(agent_id, None)  # a deleted agent's card is not kept
             return a2a_error_response(_not_found(agent_id))
+        public = self._gate is None or spec.visibility == "public" or spec.auth == "none"
+        if not public and not await self._admits(request, agent_id, spec):
+            return a2a_error_response(_not_found(agent_id))
         cached = self._cards.get(agent_id)
         if cached is None or cached[0] is not spec:
             cached = (spec, _Served(card_document(agent_card(spec, self._base))))
             self._cards[agent_id] = cached
-        return _card_response(request, cached[1])
+        return _card_response(request, cached[1], public=public)
+
+    async def _admits(self, request: Request, agent_id: str, spec: AgentSpec) -> bool:
+        """Whether the request's credential reaches the private agent (the A2A bindings' gate). Every refusal,
+        a missing or invalid credential included, is the unknown agent's 404: nothing tells a private agent
+        from a missing one."""
+        assert self._gate is not None
+        headers = decode_headers(request.scope)
+        if not any(name in ("authorization", "x-agent-api-key") for name, _ in headers):
+            return False
+        try:
+            await self._gate.admit_agent(agent_id, spec, f"/{agent_id}/mcp", headers, a2a=True)
+        except GatewayError:
+            return False
+        return True
 
     async def _root_card(self, request: Request) -> Response:
         agent_id = request.query_params.get("id")
@@ -189,8 +215,11 @@ def _redirect(location: str) -> Response:
     return Response(status_code=308, headers={"Location": location, "Cache-Control": _CACHE_CONTROL, **_PUBLIC})
 
 
-def _card_response(request: Request, served: _Served) -> Response:
+def _card_response(request: Request, served: _Served, *, public: bool = True) -> Response:
     headers = {"ETag": served.etag, "Cache-Control": _CACHE_CONTROL, **_PUBLIC}
+    if not public:  # a private agent's card, for its owner's credential: never kept by a shared cache
+        headers["Cache-Control"] = _PRIVATE_CACHE_CONTROL
+        headers["Vary"] = "Authorization, X-Agent-API-Key"
     if_none_match = request.headers.get("if-none-match")
     if if_none_match is not None and if_none_match_selects(if_none_match, served.etag):
         return Response(status_code=304, headers=headers)

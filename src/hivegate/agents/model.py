@@ -13,6 +13,7 @@ TOML shape (``[[agents]]`` tables in an agents file)::
     owner = "alice"                   # required: the username whose keys and OAuth grants reach the agent
     mcp_enabled = true
     a2a_enabled = true                # the public A2A agent card (404 when false)
+    visibility = "private"            # or "public": listed by discovery to every authenticated caller
     auth = "required"                 # or "none": served without credentials (demo, conformance)
     page_size = 50                    # items per page on the four list methods
     invoke_timeout_seconds = 60       # one call's deadline; then -32003 "Agent reply timeout" (service_timeout)
@@ -252,6 +253,10 @@ class AgentSpec(_Spec):
     mcp_enabled: bool = True
     a2a_enabled: bool = True
     """With ``False`` the agent has no A2A surface: its agent card is 404 (``agent_not_found``)."""
+    visibility: Literal["private", "public"] = "private"
+    """Who discovery (``GET /api/v1/agents``, the ``discover_agents`` tool) shows the agent to: ``"private"``,
+    the callers that may reach it (its owner's credentials and grants); ``"public"``, every authenticated
+    caller. Visibility never grants a call: the gate's rules decide who may use the agent."""
     auth: Literal["required", "none"] = "required"
     """``"none"`` serves the agent to anyone without credentials (demo and conformance agents)."""
     instructions: str | None = None

@@ -157,6 +157,27 @@ class EndpointGate:
             raise self._challenged(exc, resource_metadata_url(self._base, path), USER_SCOPE) from None
         return principal
 
+    async def admit_discovery(self, headers: Iterable[tuple[str, str]]) -> Principal:
+        """The caller of discovery (``GET /api/v1/agents``): an ``oag_`` key, a ``bak_`` key, or an OAuth access
+        token issued for the user-level endpoint ``{base}/mcp`` (its audience; a token for one agent's endpoint
+        is refused). The challenge names ``/mcp``'s metadata and the ``mcp`` scope: a token got for ``/mcp``
+        serves both.
+
+        Raises:
+            AuthenticationError: no, or an invalid, credential; a token for another resource.
+        """
+        try:
+            principal = await self._resolver.resolve(headers)
+            if principal is None:
+                raise AuthenticationError("authentication required")
+            if principal.kind is CredentialKind.OAUTH and user_resource(self._base) not in (principal.audience or ()):
+                raise AuthenticationError(
+                    "the access token was not issued for this resource", oauth_error="invalid_token"
+                )
+        except AuthenticationError as exc:
+            raise self._challenged(exc, resource_metadata_url(self._base, "/mcp"), USER_SCOPE) from None
+        return principal
+
     @staticmethod
     def _challenged(exc: GatewayError, metadata_url: str, scope: str | None) -> GatewayError:
         if isinstance(exc, InsufficientScopeError):

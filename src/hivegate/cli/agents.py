@@ -97,7 +97,7 @@ def _config_beside(file: Path) -> Path | None:
 def list_agents(config: ConfigOption = None, database_url: DatabaseOption = None) -> None:
     """List registered agents."""
     stored = _run(config, database_url, lambda store: store.list())
-    table = Table("id", "name", "owner", "auth", "version", "mcp", "a2a", "backend", "revision")
+    table = Table("id", "name", "owner", "auth", "version", "mcp", "a2a", "visibility", "backend", "revision")
     for item in stored:
         spec = item.spec
         backend = spec.backend.callable or spec.backend.server if spec.backend else "-"
@@ -109,6 +109,7 @@ def list_agents(config: ConfigOption = None, database_url: DatabaseOption = None
             spec.version,
             "on" if spec.mcp_enabled else "off",
             "on" if spec.a2a_enabled else "off",
+            spec.visibility,
             backend,
             str(item.revision),
         )

@@ -21,7 +21,8 @@ the agents' runtimes this endpoint has used (their spec updates and their backen
 events, resource updates with the wrapped URI).
 
 The lean paths take ``tools/call`` of an agent whose runtime is running and has no SDK server
-backend, ``tools/list``, ``ping`` and ``server/discover`` (:meth:`UserEndpoint.lean_allowed`);
+backend (never ``discover_agents``, which the SDK path serves), ``tools/list``, ``ping`` and
+``server/discover`` (:meth:`UserEndpoint.lean_allowed`);
 everything else goes through the SDK.
 
 Not here: resource templates (see :mod:`hivegate.mcp.user_handlers`), and legacy
@@ -49,6 +50,7 @@ from mcp.server.subscriptions import (
 from starlette.types import Receive, Scope, Send
 
 from hivegate import __version__
+from hivegate.a2a.discovery import AgentDiscovery
 from hivegate.agents.model import CacheableMethod
 from hivegate.agents.registry import AgentChange
 from hivegate.auth.gate import EndpointGate
@@ -60,7 +62,13 @@ from hivegate.mcp.pipeline import McpPipeline
 from hivegate.mcp.runtime import AgentRuntime
 from hivegate.mcp.surface import McpSurface, SurfaceHandlers
 from hivegate.mcp.tools import MESSAGE_TOOL_SCHEMA
-from hivegate.mcp.user_handlers import OwnedAgents, UserHandlers, wrap_resource_uri
+from hivegate.mcp.user_handlers import (
+    DISCOVER_TOOL,
+    DISCOVER_TOOL_SCHEMA,
+    OwnedAgents,
+    UserHandlers,
+    wrap_resource_uri,
+)
 from hivegate.settings import Settings
 
 __all__ = ["USER_SERVER_NAME", "UserEndpoint"]
@@ -70,7 +78,8 @@ logger = logging.getLogger(__name__)
 USER_SERVER_NAME = "hivegate"
 INSTRUCTIONS = (
     "This server gathers the agents you may use. Each agent is one tool, named by the agent's id: "
-    "send it a `message` (and `context_id` to continue a conversation). The agents' resources and "
+    "send it a `message` (and `context_id` to continue a conversation). `discover_agents` finds agents "
+    "(yours and public ones) and returns their A2A cards. The agents' resources and "
     "prompts are listed too, named `{agent}.{name}`; resource URIs are "
     "`hivegate://agents/{agent}/resource?uri=<the agent's URI, percent-encoded>`."
 )
@@ -91,22 +100,26 @@ class UserEndpoint:
     (:class:`~hivegate.mcp.surface.EndpointTarget`).
     """
 
-    def __init__(self, host: AgentHost, settings: Settings, gate: EndpointGate) -> None:
+    def __init__(
+        self, host: AgentHost, settings: Settings, gate: EndpointGate, discovery: AgentDiscovery | None = None
+    ) -> None:
         self._host = host
         self._gate = gate
         self._agents = OwnedAgents()
         self._relays: dict[str, tuple[AgentRuntime, Callable[[], None]]] = {}
         self._events: MemoryObjectSendStream[tuple[frozenset[str], ServerEvent]] | None = None
         codec = CursorCodec(settings.security.cursor_key.get_secret_value().encode())
-        self.handlers = UserHandlers(host, self._agents, codec, settings.mcp.default_page_size, self._relay)
+        self.handlers = UserHandlers(
+            host, self._agents, codec, settings.mcp.default_page_size, self._relay, discovery=discovery
+        )
         self.surface = McpSurface(
             USER_SERVER_NAME,
             SurfaceHandlers.of(self.handlers),
             settings,
             host.events,
             per_user=True,
-            # Every tool listed here is a message tool: no x-mcp-header, so no Mcp-Param-* to check.
-            tool_input_schema=lambda name: MESSAGE_TOOL_SCHEMA,
+            # Every tool listed here is a message tool or discover_agents: no x-mcp-header, no Mcp-Param-* to check.
+            tool_input_schema=lambda name: DISCOVER_TOOL_SCHEMA if name == DISCOVER_TOOL else MESSAGE_TOOL_SCHEMA,
             version=__version__,
             title="hivegate",
             description="The agents you may use, gathered on one MCP server.",
@@ -145,6 +158,8 @@ class UserEndpoint:
             return method in _LEAN_METHODS
         params = message.get("params")
         name = params.get("name") if isinstance(params, dict) else None
+        if name == DISCOVER_TOOL:
+            return False  # served by the SDK path (its handler, not an agent's)
         runtime = self._host.cached(name) if isinstance(name, str) else None
         return runtime is not None and not runtime.view.serves_backend
 

@@ -3,7 +3,11 @@
 The caller is :func:`~hivegate.auth.principal.current_principal`; the agents it sees are the
 registered agents with ``mcp_enabled`` that :meth:`Principal.may_reach` admits, ordered by id.
 
-- tools: each such agent's message tool, exactly as the agent's own endpoint lists it (named by
+- tools: ``discover_agents`` (:data:`DISCOVER_TOOL`, first): the cards of the agents the caller may
+  see, filtered and paginated exactly as ``GET /api/v1/agents`` (:mod:`hivegate.a2a.discovery`), as
+  ``structuredContent`` ``{"agents": [card, …], "nextCursor"?}`` plus a text summary; a bad filter or
+  cursor is -32602. An agent whose id is ``discover_agents`` has no message tool here (its own
+  endpoint still serves it). Then each such agent's message tool, exactly as the agent's own endpoint lists it (named by
   the agent id); a call goes to the invocation layer exactly as on the agent's endpoint
   (:func:`hivegate.mcp.tool_calls.call_own_tool`), so progress, reply deltas, ``isError`` results,
   the deadline (-32003) and cancellation are the agent endpoint's.
@@ -52,10 +56,12 @@ from mcp_types import (
     ReadResourceRequestParams,
     ReadResourceResult,
     Resource,
+    TextContent,
     Tool,
 )
 from pydantic import BaseModel
 
+from hivegate.a2a.discovery import DEFAULT_LIMIT, MAX_FILTER_CHARS, MAX_LIMIT, AgentDiscovery, DiscoveryPage
 from hivegate.agents.model import AGENT_ID_PATTERN, AgentSpec
 from hivegate.agents.registry import AgentChange
 from hivegate.auth.principal import Principal, current_principal
@@ -72,7 +78,15 @@ from hivegate.mcp.runtime import AgentRuntime
 from hivegate.mcp.sdk_errors import guarded
 from hivegate.mcp.tool_calls import call_own_tool
 
-__all__ = ["OwnedAgents", "UserHandlers", "prefixed_name", "unwrap_resource_uri", "wrap_resource_uri"]
+__all__ = [
+    "DISCOVER_TOOL",
+    "DISCOVER_TOOL_SCHEMA",
+    "OwnedAgents",
+    "UserHandlers",
+    "prefixed_name",
+    "unwrap_resource_uri",
+    "wrap_resource_uri",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +95,65 @@ _RESOURCE_URI_MIDDLE = "/resource?uri="
 _AGENT_ID = re.compile(AGENT_ID_PATTERN)
 _MAX_AGENT_PAGES = 1000
 """Pages read from one agent's list for the merged list (a loop guard; agents' lists are finite)."""
+
+DISCOVER_TOOL = "discover_agents"
+"""The discovery tool's name on ``/mcp``."""
+
+DISCOVER_TOOL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "tag": {"type": "string", "maxLength": MAX_FILTER_CHARS, "description": "Only agents with a skill tagged so."},
+        "skill": {"type": "string", "maxLength": MAX_FILTER_CHARS, "description": "Only agents with this skill id."},
+        "q": {
+            "type": "string",
+            "maxLength": MAX_FILTER_CHARS,
+            "description": "Case-insensitive text in the agent's name or description.",
+        },
+        "cursor": {"type": "string", "description": "nextCursor of the previous page."},
+        "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_LIMIT,
+            "description": f"Agents per page (default {DEFAULT_LIMIT}).",
+        },
+    },
+    "additionalProperties": False,
+}
+
+_DISCOVER_OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "agents": {"type": "array", "items": {"type": "object"}, "description": "A2A agent cards."},
+        "nextCursor": {"type": "string"},
+    },
+    "required": ["agents"],
+}
+
+DISCOVER_TOOL_DEFINITION = Tool(
+    name=DISCOVER_TOOL,
+    title="Discover agents",
+    description=(
+        "Find agents on this gateway: your own and the public ones. Returns their A2A agent cards, "
+        "filtered by skill tag, skill id or text, a page at a time (pass nextCursor back as cursor). "
+        "Listing an agent does not mean you may call it."
+    ),
+    input_schema=DISCOVER_TOOL_SCHEMA,
+    output_schema=_DISCOVER_OUTPUT_SCHEMA,
+)
+
+
+def _summary(page: DiscoveryPage) -> str:
+    if not page.cards:
+        return "No agents match."
+    lines = [f"{len(page.cards)} agent(s):"]
+    for card in page.cards:
+        interfaces: list[dict[str, Any]] = card.get("supportedInterfaces", [])
+        url = interfaces[0].get("url", "") if interfaces else ""
+        lines.append(f"- {card.get('name', '')}: {card.get('description', '')} ({url})")
+    if page.next_cursor is not None:
+        lines.append(f"More: call again with cursor {page.next_cursor!r}.")
+    return "\n".join(lines)
+
 
 Ctx = ServerRequestContext[Any, Any]
 M = TypeVar("M", bound=BaseModel)
@@ -168,6 +241,7 @@ class UserHandlers:
         agents: agent specs by owner.
         codec: signs cursors; ``page_size`` items per page.
         on_runtime: told of every runtime a request uses (the endpoint relays its change events).
+        discovery: serves the ``discover_agents`` tool (without it there is no such tool).
     """
 
     def __init__(
@@ -177,7 +251,9 @@ class UserHandlers:
         codec: CursorCodec,
         page_size: int,
         on_runtime: Callable[[AgentRuntime], None] | None = None,
+        discovery: AgentDiscovery | None = None,
     ) -> None:
+        self._discovery = discovery
         self._host = host
         self._agents = agents
         self._codec = codec
@@ -259,9 +335,11 @@ class UserHandlers:
     @_guarded
     async def on_list_tools(self, ctx: Ctx, params: PaginatedRequestParams | None) -> ListToolsResult:
         cursor = self._check_cursor("tools/list", params)
-        tools: list[Tool] = []
+        tools: list[Tool] = [DISCOVER_TOOL_DEFINITION] if self._discovery is not None else []
         for runtime in await self._reachable_runtimes():
             view = runtime.view
+            if view.spec.id == DISCOVER_TOOL and self._discovery is not None:
+                continue
             if view.spec.id in view.tool_index:  # the agent has a message tool (named by its id)
                 tools.append(next(t for t in view.own_tools if t.name == view.spec.id))
         items, next_cursor = self._page("tools/list", tools, cursor)
@@ -271,6 +349,8 @@ class UserHandlers:
     async def on_call_tool(
         self, ctx: Ctx, params: CallToolRequestParams
     ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
+        if params.name == DISCOVER_TOOL and self._discovery is not None:
+            return self._discover(params.arguments or {})
         unknown = UnknownToolError(f"Unknown tool: {params.name}", data={"name": params.name})
         if self._reachable_spec(params.name) is None:
             raise unknown
@@ -278,6 +358,14 @@ class UserHandlers:
         if runtime is None or params.name not in runtime.view.tool_index:
             raise unknown
         return await call_own_tool(ctx, runtime.view, params)
+
+    def _discover(self, arguments: dict[str, Any]) -> CallToolResult:
+        """``discover_agents``: one page of cards (InvalidParamsError, InvalidCursorError: -32602)."""
+        assert self._discovery is not None
+        page = self._discovery.search(current_principal(), arguments)
+        return CallToolResult(
+            content=[TextContent(type="text", text=_summary(page))], structured_content=page.document()
+        )
 
     # -- resources ---------------------------------------------------------------------
 
