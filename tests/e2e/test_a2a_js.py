@@ -37,6 +37,7 @@ name = "Echo"
 description = "Replies with the message it receives, streamed word by word."
 owner = "alice"
 backend = { type = "python", callable = "echo_agent:reply" }
+visibility = "public"  # its card is public; calling it still takes alice's credential
 """
 MESSAGE = "hello from the a2a-js client"
 
