@@ -228,14 +228,15 @@ async def _listen(http: httpx.AsyncClient, path: str) -> AsyncGenerator[httpx.Re
 
 
 async def call_echo(url: str, key: str | None, mode: str, address: str = "127.0.0.1") -> str:
-    """``initialize`` (legacy) or discovery (2026-07-28), then ``tools/call`` of the first tool, with the SDK client."""
+    """``initialize`` (legacy) or discovery (2026-07-28), then ``tools/call`` of the first agent tool (SDK client)."""
     headers = {"Authorization": f"Bearer {key}"} if key is not None else {}
     transport = httpx2.AsyncHTTPTransport(local_address=address)
     async with (
         httpx2.AsyncClient(headers=headers, transport=transport, timeout=WAIT_SECONDS) as http,
         Client(streamable_http_client(url, http_client=http), mode=mode) as client,  # type: ignore[arg-type]
     ):
-        tool = (await client.list_tools()).tools[0].name
+        # the first agent tool (on /mcp, discover_agents comes first and is not an agent's)
+        tool = next(t.name for t in (await client.list_tools()).tools if t.name != "discover_agents")
         result = await client.call_tool(tool, {"message": "still served"})
         assert not result.is_error, result
         content = result.content[0]

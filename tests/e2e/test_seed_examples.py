@@ -214,4 +214,5 @@ def test_the_user_level_endpoint_serves_one_shot_requests(world: WireWorld) -> N
     response = httpx.post(f"{world.url}/mcp", headers=headers, content=example.body, timeout=TIMEOUT_SECONDS)
     _check_shape(example, json.loads(example.body), response)
     names = {tool["name"] for tool in response.json()["result"]["tools"]}
-    assert names == {"echo", "keyed"}, names  # the agents with a message tool (SDK-server agents have none)
+    # the agents with a message tool (SDK-server agents have none), and issue 9's discover_agents
+    assert names == {"discover_agents", "echo", "keyed"}, names
