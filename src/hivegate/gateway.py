@@ -74,7 +74,7 @@ def build_surfaces(host: AgentHost, settings: Settings, gate: EndpointGate, task
     return Surfaces(
         agent=McpEndpoint(host, settings, gate),
         user=UserEndpoint(host, settings, gate, discovery),
-        a2a=A2AEndpoint(host, gate, open_task_store(tasks), settings.base_url()),
+        a2a=A2AEndpoint(host, gate, open_task_store(tasks), settings.base_url(), settings.server.max_body_bytes),
         rest=InvokeEndpoint(host, gate, settings.server.max_body_bytes),
         discovery=DiscoveryEndpoint(discovery, gate),
     )

@@ -414,9 +414,32 @@ def test_disabled_or_unknown_agent_is_404(served: Served, agent_id: str) -> None
     rpc = _rpc(served, agent_id, "SendMessage", _message_body(MESSAGE), served.alice)
     assert rpc.status_code == 404
     assert rpc.json()["error"]["data"][0]["metadata"]["code"] == "agent_not_found"
-    rest = httpx.get(f"{served.gateway.url}/{agent_id}/a2a/tasks", headers=_V1, timeout=10)
+    auth = {**_V1, "Authorization": f"Bearer {served.alice}"}
+    rest = httpx.get(f"{served.gateway.url}/{agent_id}/a2a/tasks", headers=auth, timeout=10)
     assert rest.status_code == 404
     assert rest.json()["error"]["details"][0]["metadata"]["code"] == "agent_not_found"
+
+
+@pytest.mark.parametrize("path", ["a2a", "a2a/tasks", "v1/invoke"])
+def test_without_a_credential_an_unknown_agent_answers_as_a_private_one(served: Served, path: str) -> None:
+    """Found by issue 9's attack trial: an unknown agent was 404 before the credential was read while a
+    private one asked for a credential (401), so the answer told them apart. Now both are the gate's 401
+    challenge, as on MCP; with a credential both are 404 ``agent_not_found`` with the same message."""
+    url = served.gateway.url
+
+    def answer(agent_id: str, key: str | None) -> tuple[int, str]:
+        headers = {**_V1, "Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+        body = {"jsonrpc": "2.0", "id": 7, "method": "ListTasks", "params": {}} if path == "a2a" else {"message": "x"}
+        if path == "a2a/tasks":
+            response = httpx.get(f"{url}/{agent_id}/{path}", headers=headers, timeout=10)
+        else:
+            response = httpx.post(f"{url}/{agent_id}/{path}", json=body, headers=headers, timeout=10)
+        return response.status_code, response.headers.get("www-authenticate", "").replace(agent_id, "ID")
+
+    assert answer("waiter", None) == answer("nobody", None)
+    assert answer("nobody", None)[0] == 401
+    for other_id in ("waiter", "nobody"):  # bob's credential: alice's private agent is not his
+        assert answer(other_id, served.bob)[0] == 404
 
 
 async def test_an_agent_without_an_invocable_backend_refuses_messages(served: Served) -> None:
@@ -467,3 +490,25 @@ async def test_shutdown_stops_running_a2a_tasks(tmp_path: Path) -> None:
     assert (tmp_path / "marks" / f"cancelled-{text}").exists(), output
     assert "Traceback" not in output
     assert "was destroyed but it is pending" not in output
+
+
+@pytest.mark.parametrize("path", ["open/a2a", "open/a2a/message:send"])
+def test_a_body_over_the_limit_is_413_on_both_bindings(served: Served, path: str) -> None:
+    """Found by issue 9's attack trial: the bindings read any body (a 5 MiB text part became a stored task,
+    anonymously on an ``auth = "none"`` agent). Now ``server.max_body_bytes`` (4 MiB) holds, as on MCP and
+    ``/v1/invoke``: 413 ``payload_too_large`` in the binding's shape, and no task is written."""
+    text = "x" * (5 * 1024 * 1024)
+    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
+    if path.endswith("/a2a"):
+        body: dict[str, Any] = {"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": message}}
+    else:
+        body = {"message": message}
+    response = httpx.post(f"{served.gateway.url}/{path}", json=body, headers=_V1, timeout=30)
+    assert response.status_code == 413, response.text[:300]
+    if path.endswith("/a2a"):
+        assert response.json()["error"]["data"][0]["metadata"]["code"] == "payload_too_large"
+    else:
+        assert response.json()["error"]["details"][0]["metadata"]["code"] == "payload_too_large"
+    listed = _rpc(served, "open", "ListTasks", {}, None)
+    assert listed.status_code == 200
+    assert text[:100] not in listed.text

@@ -440,13 +440,14 @@ def test_no_redirect_is_built_from_an_unchecked_host(world: World) -> None:
 
 
 # The A2A bindings (docs/a2a.md "Credentials"): the same gate, with the agent's MCP endpoint as the resource.
-# An unknown agent is 404 before any credential is read (its card is a public 404); mcp_enabled does not apply.
+# An unknown agent is refused as on MCP (without a credential the same 401 as any protected agent, so no
+# agent's existence leaks: issue 9's attack trial); mcp_enabled does not apply.
 A2A_AGENTS: dict[str, dict[str, int]] = {
     "alpha": ROUTES["/alpha/mcp"],
     "beta": ROUTES["/beta/mcp"],
     "off": {**REFUSED, "oauth": 200, "oag": 200, "bak": 403, "other_user": 404, "other_agent": 403,
             "wrong_audience": 401},
-    "nosuch": dict.fromkeys(CREDENTIALS, 404),
+    "nosuch": ROUTES["/nosuch/mcp"],
     "open": dict.fromkeys(CREDENTIALS, 200),
 }  # fmt: skip
 A2A_CELLS = [

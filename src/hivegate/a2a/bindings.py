@@ -3,11 +3,14 @@
 :class:`A2AEndpoint` is one ASGI app for every agent (:class:`~hivegate.routing.RouteTable` sends it
 any path whose second segment is ``a2a``). Per request:
 
-1. the agent id is checked (:data:`~hivegate.agents.model.AGENT_ID_PATTERN`); an unknown agent or one
-   with ``a2a_enabled = false`` is 404 ``agent_not_found`` (its card is 404 too, so nothing leaks);
+1. the agent id is checked (:data:`~hivegate.agents.model.AGENT_ID_PATTERN`: an id no agent can have
+   is 404 ``agent_not_found``);
 2. the credential passes :meth:`~hivegate.auth.gate.EndpointGate.admit_agent` with ``a2a=True``, the
    gate of the MCP endpoint, with the agent's MCP endpoint as the protected resource (an OAuth
-   token's audience, the ``resource_metadata`` of the challenge);
+   token's audience, the ``resource_metadata`` of the challenge). An unknown agent, or one with
+   ``a2a_enabled = false``, is refused there as on MCP: without a credential the same 401 challenge
+   as a private agent, with one 404 ``agent_not_found`` (so no agent's existence leaks);
+   then the body is read within ``server.max_body_bytes`` (413 ``payload_too_large`` beyond);
 3. a refusal (and a JSON-RPC request not POSTed: 405, or an HTTP+JSON path no operation has:
    404 ``not_found``) is rendered in the binding's shape: a JSON-RPC error (``POST /{id}/a2a``) or the
    HTTP+JSON error of :mod:`hivegate.a2a.rendering`, with its status and ``WWW-Authenticate``;
@@ -57,7 +60,7 @@ from hivegate.auth.principal import Principal
 from hivegate.calls.invoke import CallTarget
 from hivegate.errors import AgentNotFoundError, GatewayError, MethodNotAllowedError, NotFoundError
 from hivegate.mcp.host import AgentHost
-from hivegate.mcp.transport import decode_headers
+from hivegate.mcp.transport import read_body, replay_receive, request_headers
 from hivegate.routing import A2A_SEGMENT
 
 __all__ = ["A2AEndpoint"]
@@ -148,8 +151,9 @@ class A2AEndpoint:
         base: ``Settings.base_url()``, for the cards the handlers hold.
     """
 
-    def __init__(self, host: AgentHost, gate: EndpointGate, store: TaskStore, base: str) -> None:
+    def __init__(self, host: AgentHost, gate: EndpointGate, store: TaskStore, base: str, max_body_bytes: int) -> None:
         self._host = host
+        self._max_body_bytes = max_body_bytes
         self._gate = gate
         self._store = store
         self.base = base
@@ -169,15 +173,19 @@ class A2AEndpoint:
                 error.headers["Allow"] = "POST"
                 raise error
             spec = self._admissible(agent_id)
-            principal = await self._gate.admit_agent(
-                agent_id, spec, f"/{agent_id}/mcp", decode_headers(scope), a2a=True
-            )
+            pairs, headers = request_headers(scope)
+            # An unknown or switched-off agent is the gate's to refuse, after the credential as on MCP:
+            # without one it is the same 401 challenge as a private agent, so neither's existence leaks.
+            principal = await self._gate.admit_agent(agent_id, spec, f"/{agent_id}/mcp", pairs, a2a=True)
+            assert spec is not None  # the gate admits registered agents only
+            # The body is read here, within server.max_body_bytes (413 beyond), as on every other plane.
+            body = await read_body(scope, receive, self._max_body_bytes, headers)
         except GatewayError as exc:
             response = a2a_jsonrpc_error_response(exc) if jsonrpc else a2a_error_response(exc)
             await response(scope, receive, send)
             return
         scope[_SCOPE_KEY] = (agent_id, principal, task_owner(principal, scope.get("client"), agent_id))
-        await self._app(spec)(scope, receive, send)
+        await self._app(spec)(scope, replay_receive(body, receive), send)
 
     async def call_target(self, agent_id: str) -> CallTarget | None:
         """The agent's call target (its runtime is started on first use), or None without an invocable backend.
@@ -191,14 +199,17 @@ class A2AEndpoint:
             raise InternalError(message=exc.message) from None
         return None if runtime is None else runtime.view.call_target
 
-    def _admissible(self, agent_id: str) -> AgentSpec:
+    def _admissible(self, agent_id: str) -> AgentSpec | None:
+        """The agent's spec (None when there is none); drops the SDK app of one deleted or switched off.
+
+        Raises:
+            AgentNotFoundError: an id no agent can have (it never reaches a header).
+        """
         if _AGENT_ID.fullmatch(agent_id) is None:
-            raise AgentNotFoundError(f"No A2A agent with this id ({AGENT_ID_PATTERN})")
+            raise AgentNotFoundError(agent_id[:64])
         spec = self._host.spec(agent_id)
-        if spec is None or not spec.a2a_enabled:
-            if self._apps.pop(agent_id, None) is not None:
-                self._dropped.append(self._handlers.pop(agent_id))  # its running tasks finish; closed at shutdown
-            raise AgentNotFoundError(f"No A2A agent {agent_id} on this gateway")
+        if (spec is None or not spec.a2a_enabled) and self._apps.pop(agent_id, None) is not None:
+            self._dropped.append(self._handlers.pop(agent_id))  # its running tasks finish; closed at shutdown
         return spec
 
     def _app(self, spec: AgentSpec) -> Router:

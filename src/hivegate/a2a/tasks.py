@@ -14,10 +14,16 @@ stores' ``owner_resolver``.
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from contextlib import contextmanager
+
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import TaskStore
+from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, Task
+from a2a.utils.errors import InternalError
 
 from hivegate.auth.principal import CredentialKind, Principal
+from hivegate.errors import StoreUnavailableError
 from hivegate.mcp.budgets import principal_key
 from hivegate.storage.tasks import A2ATasks
 
@@ -58,5 +64,45 @@ def owner_from_context(context: ServerCallContext) -> str:
 def open_task_store(tasks: A2ATasks) -> TaskStore:
     """The gateway's one task store, shared by every agent (owners keep them apart): ``tasks`` of the
     gateway's storage (SQL-persisted; in memory for ``memory://``), with :func:`owner_from_context`
-    naming each call's owner (``docs/a2a.md``, "Tasks")."""
-    return tasks.open(owner_from_context)
+    naming each call's owner (``docs/a2a.md``, "Tasks"), its outages turned into the A2A plane's error."""
+    return _OutagesAsA2AErrors(tasks.open(owner_from_context))
+
+
+STORE_UNAVAILABLE_MESSAGE = "The task store is unavailable; try again later."
+
+
+@contextmanager
+def _outage_as_internal_error() -> Generator[None]:
+    try:
+        yield
+    except StoreUnavailableError:
+        raise InternalError(message=STORE_UNAVAILABLE_MESSAGE) from None
+
+
+class _OutagesAsA2AErrors(TaskStore):
+    """``store`` with a database outage (:class:`~hivegate.errors.StoreUnavailableError`) raised as the
+    a2a-sdk's ``InternalError`` with a fixed message.
+
+    The SDK's dispatchers answer any other exception with its ``str()``, which for an outage names the
+    database (its URL, on PostgreSQL its host and user: found by issue 9's attack trial), and the
+    HTTP+JSON binding with a bare 500. Spec: A2A 1.0 §3.3.2 (InternalError, -32603).
+    """
+
+    def __init__(self, store: TaskStore) -> None:
+        self._store = store
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        with _outage_as_internal_error():
+            await self._store.save(task, context)
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        with _outage_as_internal_error():
+            return await self._store.get(task_id, context)
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        with _outage_as_internal_error():
+            return await self._store.list(params, context)
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        with _outage_as_internal_error():
+            await self._store.delete(task_id, context)

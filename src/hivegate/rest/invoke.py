@@ -2,12 +2,13 @@
 
 Per request (``docs/rest.md``):
 
-1. only ``POST`` (else 405 with ``Allow``); the agent id is checked; an unknown agent, a malformed
-   id or one with ``a2a_enabled = false`` is 404 ``agent_not_found`` before any credential is read
-   (the original serves this route on its A2A host, so the A2A switch governs it, as for the cards
-   and the bindings);
+1. only ``POST`` (else 405 with ``Allow``); the agent id is checked (an id no agent can have is 404
+   ``agent_not_found``);
 2. the credential passes :meth:`~hivegate.auth.gate.EndpointGate.admit_agent` with ``a2a=True``,
-   the gate of the MCP and A2A planes (the agent's MCP endpoint is the protected resource);
+   the gate of the MCP and A2A planes (the agent's MCP endpoint is the protected resource). An
+   unknown agent or one with ``a2a_enabled = false`` (the original serves this route on its A2A
+   host, so the A2A switch governs it) is refused there as on MCP: without a credential the same
+   401 as a private agent, with one 404 ``agent_not_found``;
 3. ``Content-Type`` must be JSON (415) and ``Accept`` must admit JSON or SSE (406); the body is read
    up to ``server.max_body_bytes`` (413) and parsed (:func:`parse_body`, 400);
 4. the agent's call target (its backend started on first use; none → 501 ``agent_not_invocable``)
@@ -245,13 +246,16 @@ class InvokeEndpoint:
             raise AgentNotInvocableError(f"agent {agent_id} takes no messages: it has no invocable backend")
         return principal, target, request, stream
 
-    def _spec(self, agent_id: str) -> AgentSpec:
+    def _spec(self, agent_id: str) -> AgentSpec | None:
+        """The agent's spec, or None: an unknown or switched-off agent is the gate's to refuse, after the
+        credential as on MCP (without one, the same 401 as a private agent: neither's existence leaks).
+
+        Raises:
+            AgentNotFoundError: an id no agent can have (it never reaches a header).
+        """
         if _AGENT_ID.fullmatch(agent_id) is None:
-            raise AgentNotFoundError(f"No agent with this id ({AGENT_ID_PATTERN})")
-        spec = self._host.spec(agent_id)
-        if spec is None or not spec.a2a_enabled:
-            raise AgentNotFoundError(f"No agent {agent_id} on this gateway")
-        return spec
+            raise AgentNotFoundError(agent_id[:64])
+        return self._host.spec(agent_id)
 
     def _stream(
         self, principal: Principal, target: CallTarget, invocation: Invocation, context_id: str
