@@ -512,3 +512,20 @@ def test_a_body_over_the_limit_is_413_on_both_bindings(served: Served, path: str
     listed = _rpc(served, "open", "ListTasks", {}, None)
     assert listed.status_code == 200
     assert text[:100] not in listed.text
+
+
+@pytest.mark.parametrize("path", ["open/a2a", "open/a2a/message:send"])
+def test_json_nested_too_deep_is_a_parse_error_without_internals(served: Served, path: str) -> None:
+    """Found by issue 9's attack trial: a body nested ~100,000 levels deep was -32603 with Python's
+    "maximum recursion depth exceeded" message. It is a parse error (JSON-RPC 2.0 §5.1 -32700; HTTP+JSON
+    400 ``parse_error``), and nothing of the server's internals reaches the client."""
+    body = b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    response = httpx.post(
+        f"{served.gateway.url}/{path}", content=body, headers={**_V1, "Content-Type": "application/json"}, timeout=30
+    )
+    assert response.status_code == 400, response.text[:300]
+    assert "recursion" not in response.text
+    if path.endswith("/a2a"):
+        assert response.json()["error"]["code"] == -32700
+    else:
+        assert response.json()["error"]["details"][0]["metadata"]["code"] == "parse_error"

@@ -10,7 +10,8 @@ any path whose second segment is ``a2a``). Per request:
    token's audience, the ``resource_metadata`` of the challenge). An unknown agent, or one with
    ``a2a_enabled = false``, is refused there as on MCP: without a credential the same 401 challenge
    as a private agent, with one 404 ``agent_not_found`` (so no agent's existence leaks);
-   then the body is read within ``server.max_body_bytes`` (413 ``payload_too_large`` beyond);
+   then the body is read within ``server.max_body_bytes`` (413 ``payload_too_large`` beyond) and
+   must be JSON (:func:`~hivegate.mcp.transport.parse_json`: -32700 / 400 ``parse_error``);
 3. a refusal (and a JSON-RPC request not POSTed: 405, or an HTTP+JSON path no operation has:
    404 ``not_found``) is rendered in the binding's shape: a JSON-RPC error (``POST /{id}/a2a``) or the
    HTTP+JSON error of :mod:`hivegate.a2a.rendering`, with its status and ``WWW-Authenticate``;
@@ -60,7 +61,7 @@ from hivegate.auth.principal import Principal
 from hivegate.calls.invoke import CallTarget
 from hivegate.errors import AgentNotFoundError, GatewayError, MethodNotAllowedError, NotFoundError
 from hivegate.mcp.host import AgentHost
-from hivegate.mcp.transport import read_body, replay_receive, request_headers
+from hivegate.mcp.transport import parse_json, read_body, replay_receive, request_headers
 from hivegate.routing import A2A_SEGMENT
 
 __all__ = ["A2AEndpoint"]
@@ -178,8 +179,12 @@ class A2AEndpoint:
             # without one it is the same 401 challenge as a private agent, so neither's existence leaks.
             principal = await self._gate.admit_agent(agent_id, spec, f"/{agent_id}/mcp", pairs, a2a=True)
             assert spec is not None  # the gate admits registered agents only
-            # The body is read here, within server.max_body_bytes (413 beyond), as on every other plane.
+            # The body is read here, within server.max_body_bytes (413 beyond), as on every other plane,
+            # and must be JSON (-32700 here: the SDK answered a body nested too deep with -32603 and
+            # Python's recursion message).
             body = await read_body(scope, receive, self._max_body_bytes, headers)
+            if body:
+                parse_json(body)
         except GatewayError as exc:
             response = a2a_jsonrpc_error_response(exc) if jsonrpc else a2a_error_response(exc)
             await response(scope, receive, send)
