@@ -10,6 +10,7 @@ MCP server only: no invocable backend), ``off`` (``a2a_enabled = false``) and ``
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -24,6 +25,7 @@ from typing import Any
 import anyio
 import httpx
 import httpx2
+import orjson
 import pytest
 from a2a.client import Client, ClientConfig, create_client
 from a2a.helpers import get_artifact_text
@@ -529,3 +531,107 @@ def test_json_nested_too_deep_is_a_parse_error_without_internals(served: Served,
         assert response.json()["error"]["code"] == -32700
     else:
         assert response.json()["error"]["details"][0]["metadata"]["code"] == "parse_error"
+
+
+# -- the lean path of a blocking SendMessage (hivegate.a2a.lean) ----------------------------------------
+
+_SDK_PATH = {"A2A-Extensions": "urn:hivegate:test:no-such-extension"}
+"""A requested extension sends a SendMessage down the SDK's path (the lean path takes none)."""
+
+
+def _normalized(task: dict[str, Any]) -> dict[str, Any]:
+    """``task`` (a JSON task) with its ids, message ids and timestamps replaced by placeholders."""
+    text = orjson.dumps(task).decode()
+    for value in {task["id"], task["contextId"], *(m["messageId"] for m in task.get("history", []))}:
+        text = text.replace(value, "<id>")
+    normalized: dict[str, Any] = orjson.loads(text)
+    normalized["status"].pop("timestamp", None)
+    return normalized
+
+
+def _send_rpc(
+    served: Served, agent_id: str, message: dict[str, Any], *, extra: dict[str, str] | None = None, **params: Any
+) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {served.alice}", **_V1, **(extra or {})}
+    body = {"jsonrpc": "2.0", "id": "s-1", "method": "SendMessage", "params": {"message": message, **params}}
+    response = httpx.post(f"{served.gateway.url}/{agent_id}/a2a", json=body, headers=headers, timeout=20)
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    assert answer["id"] == "s-1"
+    return answer
+
+
+def test_the_lean_and_the_sdk_path_answer_alike(served: Served) -> None:
+    """A blocking SendMessage gets the same task from the lean path as from the SDK's handler (ids and
+    timestamps aside), and GetTask then returns that task as stored, on either path."""
+    answers = []
+    for extra in ({}, _SDK_PATH):
+        message = _message_body(MESSAGE)["message"]
+        task = _send_rpc(served, "echo", message, extra=extra)["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        fetched = _rpc(served, "echo", "GetTask", {"id": task["id"]}, served.alice).json()["result"]
+        assert fetched == task
+        answers.append(_normalized(task))
+    assert answers[0] == answers[1]
+    assert answers[0]["artifacts"][0]["parts"] == [{"text": MESSAGE}]
+
+
+def test_the_lean_path_applies_history_length_to_the_answer_only(served: Served) -> None:
+    message = _message_body(MESSAGE)["message"]
+    task = _send_rpc(served, "echo", message, configuration={"historyLength": 0})["result"]["task"]
+    assert "history" not in task
+    stored = _rpc(served, "echo", "GetTask", {"id": task["id"]}, served.alice).json()["result"]
+    assert [m["messageId"] for m in stored["history"]] == [message["messageId"]]
+
+
+@pytest.mark.parametrize("extra", [{}, _SDK_PATH], ids=["lean", "sdk"])
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"role": "ROLE_AGENT"}, "role"),
+        ({"parts": [{"text": ""}]}, "empty"),
+        ({"contextId": "c" * 37}, "at most"),
+    ],
+    ids=["agent-role", "empty-text", "long-context-id"],
+)
+def test_a_message_the_task_cannot_take_is_invalid_params_before_the_call(
+    served: Served, extra: dict[str, str], change: dict[str, Any], words: str
+) -> None:
+    """Before: a ROLE_AGENT message was -32603 with the SDK's ValueError text. Now it, an empty text part
+    and a contextId the task store cannot hold are -32602 on both paths, before the agent is called
+    (the waiter would block the answer for two minutes) and with no task written."""
+    text = f"refused-{uuid.uuid4().hex[:8]}"
+    message = {**_message_body(text)["message"], **change}
+    error = _send_rpc(served, "waiter", message, extra=extra)["error"]  # within 20 s: the waiter would take 120
+    assert error["code"] == -32602, error
+    assert words in error["message"]
+    assert not (served.folder / "marks" / f"started-{text}").exists()
+    listed = _rpc(served, "waiter", "ListTasks", {}, served.alice).json()["result"]
+    assert text not in orjson.dumps(listed).decode()
+
+
+async def test_a_lean_task_is_stored_when_it_ends_and_a_dropped_client_cancels_it(served: Served) -> None:
+    """The lean path stores a task once, when it ends: while the call runs, ListTasks does not show it
+    (nobody can know its id before the answer). A client that drops the request cancels the call (the
+    backend sees the cancellation) and the task is stored CANCELED."""
+    text = f"drop-{uuid.uuid4().hex[:8]}"
+    context_id = str(uuid.uuid4())
+    message = {**_message_body(text)["message"], "contextId": context_id}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    headers = {"Authorization": f"Bearer {served.alice}", **_V1}
+
+    def in_context() -> list[dict[str, Any]]:
+        listed = _rpc(served, "waiter", "ListTasks", {"contextId": context_id}, served.alice).json()["result"]
+        tasks: list[dict[str, Any]] = listed.get("tasks", [])
+        return tasks
+
+    async with httpx.AsyncClient(timeout=30) as http, anyio.create_task_group() as tg:
+        tg.start_soon(functools.partial(http.post, f"{served.gateway.url}/waiter/a2a", json=body, headers=headers))
+        await _wait_for(served.folder / "marks" / f"started-{text}")
+        assert in_context() == []
+        tg.cancel_scope.cancel()  # the client drops the request
+    await _wait_for(served.folder / "marks" / f"cancelled-{text}")
+    with anyio.fail_after(10):
+        while not (tasks := in_context()):  # noqa: ASYNC110  # the gateway's process stores it: nothing to wait on
+            await anyio.sleep(0.05)
+    assert [t["status"]["state"] for t in tasks] == ["TASK_STATE_CANCELED"]

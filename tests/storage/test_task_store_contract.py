@@ -300,6 +300,37 @@ async def test_racing_owners_one_wins_the_id(store: TaskStore) -> None:
     assert found_context(await store.get(task_id, as_owner(winners[0]))) == winners[0][-30:]
 
 
+async def test_a_burst_of_saves_is_each_stored_or_refused_on_its_own(store: TaskStore) -> None:
+    """Saves that arrive together (the SQL stores commit them as one batch) keep their own outcome:
+    a task id another owner holds is refused without failing the others, and of several saves of one
+    task the last one started is what is stored."""
+    taken = make_task(context_id="bob's")
+    await store.save(taken, as_owner(BOB_ECHO))
+    fresh = [make_task(context_id=f"c{i}") for i in range(40)]
+    versions = []
+    for step in range(5):
+        version = make_task(fresh[0].id, context_id="c0")
+        version.history.append(Message(message_id=f"v{step}", role=Role.ROLE_USER, parts=[Part(text=str(step))]))
+        versions.append(version)
+    refused: list[str] = []
+
+    async def save(task: Task, owner: str) -> None:
+        try:
+            await store.save(task, as_owner(owner))
+        except TaskNotFoundError:
+            refused.append(task.id)
+
+    with anyio.fail_after(WAIT_SECONDS):
+        async with anyio.create_task_group() as tg:
+            for task in [*fresh[:20], make_task(taken.id, context_id="alice's"), *fresh[20:], *versions]:
+                tg.start_soon(save, task, ALICE_ECHO)
+    assert refused == [taken.id]
+    assert await store.get(taken.id, as_owner(BOB_ECHO)) == taken
+    for task in fresh[1:]:
+        assert await store.get(task.id, as_owner(ALICE_ECHO)) == task
+    assert await store.get(fresh[0].id, as_owner(ALICE_ECHO)) == versions[-1]
+
+
 def found_context(task: Task | None) -> str:
     assert task is not None
     return task.context_id

@@ -36,7 +36,7 @@ Spec: A2A 1.0 §3.2.6 (``A2A-Version``), §5.3 and §9 (JSON-RPC), §11 (HTTP+JS
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Iterable, Sequence
 
 from a2a.auth.user import User
 from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extensions
@@ -53,6 +53,7 @@ from starlette.types import Receive, Scope, Send
 
 from hivegate.a2a.card import agent_card
 from hivegate.a2a.executor import AGENT_STATE_KEY, PRINCIPAL_STATE_KEY, InvocationExecutor, invocation_from_message
+from hivegate.a2a.lean import LeanSend, lean_send_params
 from hivegate.a2a.rendering import a2a_error_response, a2a_jsonrpc_error_response
 from hivegate.a2a.tasks import OWNER_STATE_KEY, task_owner
 from hivegate.agents.model import AGENT_ID_PATTERN, AgentSpec
@@ -63,6 +64,7 @@ from hivegate.errors import AgentNotFoundError, GatewayError, MethodNotAllowedEr
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.transport import parse_json, read_body, replay_receive, request_headers
 from hivegate.routing import A2A_SEGMENT
+from hivegate.storage.tasks import check_context_id
 
 __all__ = ["A2AEndpoint"]
 
@@ -97,22 +99,29 @@ class _PrincipalUser(User):
         return self._owner
 
 
-class _ContextBuilder(ServerCallContextBuilder):
+def _call_context(
+    admitted: tuple[str, Principal, str], headers: Iterable[tuple[str, str]], extensions: set[str]
+) -> ServerCallContext:
     """The call context of an admitted request: agent, principal, owner; the headers without credentials."""
+    agent_id, principal, owner = admitted
+    return ServerCallContext(
+        user=_PrincipalUser(principal, owner),
+        state={
+            "headers": {name: value for name, value in headers if name not in _PRIVATE_HEADERS},
+            AGENT_STATE_KEY: agent_id,
+            PRINCIPAL_STATE_KEY: principal,
+            OWNER_STATE_KEY: owner,
+        },
+        requested_extensions=extensions,
+    )
+
+
+class _ContextBuilder(ServerCallContextBuilder):
+    """The SDK path's call context (:func:`_call_context`) of a request the binding admitted."""
 
     def build(self, request: Request) -> ServerCallContext:
-        agent_id, principal, owner = request.scope[_SCOPE_KEY]
-        headers = {name: value for name, value in request.headers.items() if name not in _PRIVATE_HEADERS}
-        return ServerCallContext(
-            user=_PrincipalUser(principal, owner),
-            state={
-                "headers": headers,
-                AGENT_STATE_KEY: agent_id,
-                PRINCIPAL_STATE_KEY: principal,
-                OWNER_STATE_KEY: owner,
-            },
-            requested_extensions=get_requested_extensions(request.headers.getlist(HTTP_EXTENSION_HEADER)),
-        )
+        extensions = get_requested_extensions(request.headers.getlist(HTTP_EXTENSION_HEADER))
+        return _call_context(request.scope[_SCOPE_KEY], request.headers.items(), extensions)
 
 
 class _AgentRequestHandler(DefaultRequestHandler):
@@ -129,6 +138,7 @@ class _AgentRequestHandler(DefaultRequestHandler):
                 message=f"agent {agent_id} takes no messages over A2A: it has no invocable backend"
             )
         invocation_from_message(agent_id, params.message, None, context.state[PRINCIPAL_STATE_KEY])
+        check_context_id(params.message.context_id)  # the SDK would call the agent, then fail to save its task
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
         await self._admit(params, context)
@@ -159,6 +169,7 @@ class A2AEndpoint:
         self._store = store
         self.base = base
         self._executor = InvocationExecutor(self.call_target)
+        self._lean = LeanSend(self._executor, store)
         self._context_builder = _ContextBuilder()
         self._apps: dict[str, Router] = {}
         self._handlers: dict[str, _AgentRequestHandler] = {}
@@ -183,13 +194,18 @@ class A2AEndpoint:
             # and must be JSON (-32700 here: the SDK answered a body nested too deep with -32603 and
             # Python's recursion message).
             body = await read_body(scope, receive, self._max_body_bytes, headers)
-            if body:
-                parse_json(body)
+            decoded = parse_json(body) if body else None
         except GatewayError as exc:
             response = a2a_jsonrpc_error_response(exc) if jsonrpc else a2a_error_response(exc)
             await response(scope, receive, send)
             return
-        scope[_SCOPE_KEY] = (agent_id, principal, task_owner(principal, scope.get("client"), agent_id))
+        admitted = (agent_id, principal, task_owner(principal, scope.get("client"), agent_id))
+        lean = lean_send_params(headers, decoded) if jsonrpc else None
+        if lean is not None:
+            params, request_id = lean
+            await self._lean.serve(params, request_id, _call_context(admitted, pairs, set()), receive, send)
+            return
+        scope[_SCOPE_KEY] = admitted
         await self._app(spec)(scope, replay_receive(body, receive), send)
 
     async def call_target(self, agent_id: str) -> CallTarget | None:

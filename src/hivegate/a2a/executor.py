@@ -32,7 +32,7 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Part, Role
-from a2a.utils.errors import ContentTypeNotSupportedError, UnsupportedOperationError
+from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError, UnsupportedOperationError
 from google.protobuf.json_format import MessageToDict
 
 from hivegate.auth.principal import Principal
@@ -68,8 +68,14 @@ def invocation_from_message(
     """The invocation of ``agent_id`` for an A2A ``message`` (module docstring for the mapping).
 
     Raises:
+        InvalidParamsError: a message whose role is not ``ROLE_USER``, with no parts, or with an empty
+            text part (A2A 1.0 ``Message``: ``role`` and ``parts`` are REQUIRED; a client sends ``ROLE_USER``).
         ContentTypeNotSupportedError: a part that is none of text, raw, url and data.
     """
+    if message.role != Role.ROLE_USER:
+        raise InvalidParamsError(message="a message sent to an agent must have the role ROLE_USER")
+    if not message.parts:
+        raise InvalidParamsError(message="a message needs at least one part")
     texts: list[str] = []
     attachments: list[Attachment] = []
     for part in message.parts:
@@ -77,6 +83,8 @@ def invocation_from_message(
         name = part.filename or None
         media_type = part.media_type or None
         if kind == "text":
+            if not part.text:
+                raise InvalidParamsError(message="a text part must not be empty")
             texts.append(part.text)
         elif kind == "raw":
             data = base64.b64encode(part.raw).decode("ascii")
@@ -118,12 +126,13 @@ class InvocationExecutor(AgentExecutor):
         target = await self._targets(agent_id)
         if target is None:  # the binding checked before the task was made; the backend changed since
             raise UnsupportedOperationError(message=f"agent {agent_id} takes no messages (no invocable backend)")
+        # Before the task is made: a message that cannot be an invocation is refused with nothing kept.
+        request = invocation_from_message(agent_id, message, context.context_id, principal)
         task = context.current_task
         if task is None:
             task = new_task_from_user_message(message)
             await event_queue.enqueue_event(task)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
-        request = invocation_from_message(agent_id, message, task.context_id, principal)
         await updater.start_work()
         artifact_id = f"{task.id}-{RESPONSE_ARTIFACT}"
         streamed = False

@@ -32,6 +32,7 @@ __all__ = [
     "MAX_OWNER_LENGTH",
     "TERMINAL_STATES",
     "A2ATasks",
+    "check_context_id",
     "check_ids",
     "is_terminal",
     "stored_owner",
@@ -89,7 +90,17 @@ def check_ids(task: Task) -> None:
     """
     if not task.id:
         raise InvalidParamsError("a task needs an id")
-    if len(task.id) > MAX_ID_LENGTH or len(task.context_id) > MAX_ID_LENGTH:
+    check_context_id(task.id)
+    check_context_id(task.context_id)
+
+
+def check_context_id(context_id: str) -> None:
+    """Refuse an id (a message's ``contextId``, before its task is made) the table cannot hold.
+
+    Raises:
+        InvalidParamsError: longer than :data:`MAX_ID_LENGTH`.
+    """
+    if len(context_id) > MAX_ID_LENGTH:
         raise InvalidParamsError(f"task id and context id are at most {MAX_ID_LENGTH} characters")
 
 

@@ -3,10 +3,16 @@
 Reads (``get``, ``list``: owner filter, newest first, page tokens, the ``contextId``/``status``
 filters) are the SDK's, unchanged. Writes are hivegate's, on :data:`~hivegate.storage.sql.task_tables.tasks`:
 
-- ``save`` is one statement in one write transaction: ``INSERT … ON CONFLICT (id) DO UPDATE … WHERE
-  tasks.owner = excluded.owner`` (SQLite and PostgreSQL). A crash leaves the old row or the new one;
+- ``save`` is one row of an ``INSERT … ON CONFLICT (id) DO UPDATE … WHERE tasks.owner =
+  excluded.owner … RETURNING id`` (SQLite and PostgreSQL). A crash leaves the old row or the new one;
   a task id another owner holds is refused (``TaskNotFoundError``), where the SDK's ``session.merge``
   (keyed by ``id`` only) would hand the task over to the new owner. It also sets ``saved_at``.
+- Saves are **group-committed** (:class:`_GroupCommit`): the saves that arrive while one write
+  transaction runs are written together by the next, one statement over all their rows, so
+  concurrent saves share one transaction (one ``BEGIN IMMEDIATE``/``COMMIT``, one trip to the
+  driver's thread) instead of queueing on SQLite's single writer lock one by one. Each ``save``
+  still returns only once its row is committed; a batch holds each task id at most once (a second
+  save of a task waits for the next batch, so saves of one task keep their order).
 - ``delete`` is one ``DELETE … WHERE id = :id AND owner = :owner``.
 
 The schema belongs to migration ``0007``: the SDK store is built with ``create_table=False`` and never
@@ -16,9 +22,12 @@ SQL store (:class:`~hivegate.storage.sql.engine.SqlStore`).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 from a2a.compat.v0_3.conversions import to_compat_task_status
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import OwnerResolver
@@ -47,9 +56,13 @@ compatibility layer may have written."""
 class SqlA2ATasks(SqlStore):
     """:class:`~hivegate.storage.tasks.A2ATasks` in the database: the ``tasks`` table on the shared engine."""
 
+    def __init__(self, database: SqlDatabase) -> None:
+        super().__init__(database)
+        self._writer = _GroupCommit(database)
+
     def open(self, owner_resolver: OwnerResolver) -> TaskStore:
         """See :meth:`A2ATasks.open`."""
-        return SqlTaskStore(self._db, owner_resolver)
+        return SqlTaskStore(self._db, owner_resolver, self._writer)
 
     async def purge_expired(self, saved_before: datetime) -> int:
         """See :meth:`A2ATasks.purge_expired`: one ``DELETE`` on ``saved_at`` and ``status.state``."""
@@ -77,10 +90,11 @@ class _SdkStore(DatabaseTaskStore):
 class SqlTaskStore(SqlStore, TaskStore):
     """An a2a-sdk ``TaskStore`` on the ``tasks`` table, confined to the owner its resolver names."""
 
-    def __init__(self, database: SqlDatabase, owner_resolver: OwnerResolver) -> None:
+    def __init__(self, database: SqlDatabase, owner_resolver: OwnerResolver, writer: _GroupCommit) -> None:
         super().__init__(database)
         self._owner_resolver = owner_resolver
         self._sdk = _SdkStore(database, self._owner)
+        self._writer = writer
 
     def _owner(self, context: ServerCallContext) -> str:
         return stored_owner(self._owner_resolver(context))
@@ -95,17 +109,8 @@ class SqlTaskStore(SqlStore, TaskStore):
         """
         check_ids(task)
         values = self._sdk.row(task, self._owner(context)) | {"saved_at": datetime.now(UTC)}
-        async with self._write_transaction() as conn:
-            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-            insert = dialect.insert(tasks).values(values)
-            upsert = insert.on_conflict_do_update(
-                index_elements=[tasks.c.id],
-                set_={name: insert.excluded[name] for name in values if name != "id"},
-                where=tasks.c.owner == insert.excluded.owner,
-            )
-            result = await conn.execute(upsert)
-            if result.rowcount != 1:
-                raise TaskNotFoundError()
+        if not await self._writer.save(values):
+            raise TaskNotFoundError()
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         """The caller's task ``task_id``, or None (also for another owner's task)."""
@@ -120,3 +125,111 @@ class SqlTaskStore(SqlStore, TaskStore):
         owner = self._owner(context)
         async with self._write_transaction() as conn:
             await conn.execute(delete(tasks).where(tasks.c.id == task_id, tasks.c.owner == owner))
+
+
+MAX_BATCH_ROWS = 256
+"""Most task rows one group-committed write transaction holds."""
+
+_Pending = tuple[dict[str, Any], "asyncio.Future[bool]"]
+
+
+class _GroupCommit(SqlStore):
+    """The ``tasks`` table's one writer: rows saved concurrently are committed together (module docstring).
+
+    Saves queue; one flusher task (started by the first save of an idle writer, ended when the queue
+    is empty) writes up to :data:`MAX_BATCH_ROWS` queued rows per write transaction, oldest first.
+    A database failure fails every save of its batch (as
+    :class:`~hivegate.errors.StoreUnavailableError`); the next batch tries again. A cancelled save
+    leaves nothing behind: dropped while queued, waited for while its batch is being written, so once
+    ``save`` has returned or raised, no write of it is still to come.
+    """
+
+    def __init__(self, database: SqlDatabase) -> None:
+        super().__init__(database)
+        self._queue: list[_Pending] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._statements: dict[str, Any] = {}
+
+    async def save(self, row: dict[str, Any]) -> bool:
+        """Queue ``row`` (every column of ``tasks``) and wait until its batch is committed.
+
+        Returns:
+            True when the row is stored; False when another owner holds its task id.
+
+        Raises:
+            StoreUnavailableError: the database failed while writing its batch.
+        """
+        loop = asyncio.get_running_loop()
+        if self._flusher is not None and self._flusher.get_loop() is not loop:
+            self._flusher, self._queue = None, []  # left by an event loop that has ended: its callers are gone
+        done: asyncio.Future[bool] = loop.create_future()
+        pending = (row, done)
+        self._queue.append(pending)
+        if self._flusher is None:
+            self._flusher = loop.create_task(self._flush(), name="hivegate-task-writer")
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            # A cancelled save is not left behind to land later: still queued, it is dropped; already
+            # being written, its batch is waited for (bounded by the statement timeout).
+            if any(queued is pending for queued in self._queue):
+                self._queue.remove(pending)
+                raise
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.shield(done)
+            raise
+
+    async def _flush(self) -> None:
+        batch: list[_Pending] = []
+        try:
+            while self._queue:
+                batch = self._next_batch()
+                try:
+                    stored = await self._write([row for row, _ in batch])
+                except Exception as exc:
+                    error = self.unavailable(exc) or exc
+                    for _, done in batch:
+                        if not done.done():
+                            done.set_exception(error)
+                    continue
+                for row, done in batch:
+                    if not done.done():
+                        done.set_result(row["id"] in stored)
+        finally:
+            # Only when cancelled (the loop is shutting down) is anything left: nobody will write it.
+            for _, done in [*batch, *self._queue]:
+                done.cancel()
+            self._queue = []
+            self._flusher = None
+
+    def _next_batch(self) -> list[_Pending]:
+        """The oldest queued saves, up to :data:`MAX_BATCH_ROWS` and up to a second save of one task id."""
+        batch: list[_Pending] = []
+        ids: set[str] = set()
+        for pending in self._queue:
+            task_id = pending[0]["id"]
+            if task_id in ids or len(batch) == MAX_BATCH_ROWS:
+                break
+            ids.add(task_id)
+            batch.append(pending)
+        del self._queue[: len(batch)]
+        return batch
+
+    async def _write(self, rows: list[dict[str, Any]]) -> set[str]:
+        """Upsert ``rows`` in one write transaction; the ids stored (a row whose id another owner holds is not)."""
+        async with self._write_transaction() as conn:
+            result = await conn.execute(self._upsert(conn.dialect.name), rows)
+            return {row.id for row in result}
+
+    def _upsert(self, dialect_name: str) -> Any:
+        statement = self._statements.get(dialect_name)
+        if statement is None:
+            dialect = postgresql if dialect_name == "postgresql" else sqlite
+            insert = dialect.insert(tasks)
+            statement = insert.on_conflict_do_update(
+                index_elements=[tasks.c.id],
+                set_={column.name: insert.excluded[column.name] for column in tasks.columns if column.name != "id"},
+                where=tasks.c.owner == insert.excluded.owner,
+            ).returning(tasks.c.id)
+            self._statements[dialect_name] = statement
+        return statement
