@@ -1,7 +1,7 @@
-"""CPU per MCP request through hivegate's whole ASGI app, in process (no sockets, no HTTP parser).
+"""CPU per MCP request (or A2A ``SendMessage``) through hivegate's whole ASGI app, in process (no sockets).
 
     PYTHONPATH=src taskset -c 1 .venv/bin/python bench/hot_path.py [--rounds 7] [--calls 5000]
-        [--endpoint agent|user] [--workload tools_call|legacy_tools_call] [--profile FILE.prof]
+        [--endpoint agent|user] [--workload tools_call|legacy_tools_call|a2a_send] [--profile FILE.prof]
 
 The gate set-up of ``bench/run.py --gate`` (``bench/gate_setup.py``: the echo agent requiring
 credentials, user ``bench``, one ``oag_`` key, SQLite in a temporary folder) is opened with
@@ -133,6 +133,10 @@ async def _session(app: Any, path: str, base: list[tuple[bytes, bytes]]) -> str:
 
 def _request(args: argparse.Namespace, auth: list[tuple[bytes, bytes]], session: str | None) -> tuple[_Headers, bytes]:
     """The headers and body wrk sends for ``args.workload`` (``session``: the legacy session's id)."""
+    if args.workload == "a2a_send":  # bench/wrk/a2a.lua's request (one messageId here: the task ids differ)
+        message = {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hello"}]}
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}})
+        return [*auth, (b"a2a-version", b"1.0"), (b"content-type", b"application/json")], body.encode()
     params: dict[str, Any] = {"name": "echo", "arguments": {"message": "hello"}}
     if session is None:
         params["_meta"] = META
@@ -180,6 +184,8 @@ async def _run(args: argparse.Namespace, config: Path, creds: dict[str, Any]) ->
         gateway = await Gateway.open(settings)
         app = create_app(gateway)
     path = "/echo/mcp" if args.endpoint == "agent" else "/mcp"
+    if args.workload == "a2a_send":
+        path = "/echo/a2a"
     auth = [(b"host", b"127.0.0.1:8094"), (b"authorization", f"Bearer {creds['key']}".encode())]
     started = asyncio.Event()
     stop = asyncio.Event()
@@ -214,7 +220,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=5000)
     parser.add_argument("--endpoint", choices=["agent", "user"], default="agent")
-    parser.add_argument("--workload", choices=["tools_call", "legacy_tools_call"], default="tools_call")
+    parser.add_argument("--workload", choices=["tools_call", "legacy_tools_call", "a2a_send"], default="tools_call")
     parser.add_argument("--tree", help="a checkout whose bench/gate_setup.py set-up and examples to use")
     parser.add_argument("--profile", help="write cProfile stats of the timed calls to this file")
     args = parser.parse_args()

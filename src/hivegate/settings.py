@@ -127,13 +127,17 @@ class DatabaseSettings(_Group):
     """How long one statement may run (PostgreSQL ``statement_timeout``) or wait for a lock (SQLite busy timeout)."""
     pool_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 5.0
     """How long a request waits for a free pooled connection before 503 ``store_unavailable``."""
+    sqlite_synchronous: Literal["normal", "full"] = "normal"
+    """SQLite only: ``normal`` keeps every commit through a crash or ``kill -9`` of the process (WAL mode);
+    ``full`` also through a power loss, at one ``fsync`` per write (see ``DatabaseLimits``)."""
 
     def limits(self) -> DatabaseLimits:
-        """The stores' time limits from these settings."""
+        """The stores' time limits (and SQLite's commit durability) from these settings."""
         return DatabaseLimits(
             connect_timeout_seconds=self.connect_timeout_seconds,
             statement_timeout_seconds=self.statement_timeout_seconds,
             pool_timeout_seconds=self.pool_timeout_seconds,
+            sqlite_synchronous=self.sqlite_synchronous,
         )
 
     def describe(self) -> str:

@@ -46,13 +46,19 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import ServerCallContextBuilder, create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks import TaskStore
 from a2a.types import Message, SendMessageRequest, Task
-from a2a.utils.errors import InternalError, UnsupportedOperationError
+from a2a.utils.errors import InternalError
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Mount, Router
 from starlette.types import Receive, Scope, Send
 
 from hivegate.a2a.card import agent_card
-from hivegate.a2a.executor import AGENT_STATE_KEY, PRINCIPAL_STATE_KEY, InvocationExecutor, invocation_from_message
+from hivegate.a2a.executor import (
+    AGENT_STATE_KEY,
+    PRINCIPAL_STATE_KEY,
+    InvocationExecutor,
+    invocation_from_message,
+    no_invocable_backend,
+)
 from hivegate.a2a.lean import LeanSend, lean_send_params
 from hivegate.a2a.rendering import a2a_error_response, a2a_jsonrpc_error_response
 from hivegate.a2a.tasks import OWNER_STATE_KEY, task_owner
@@ -64,7 +70,7 @@ from hivegate.errors import AgentNotFoundError, GatewayError, MethodNotAllowedEr
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.transport import parse_json, read_body, replay_receive, request_headers
 from hivegate.routing import A2A_SEGMENT
-from hivegate.storage.tasks import check_context_id
+from hivegate.storage.tasks import GatewayTaskStore, check_context_id
 
 __all__ = ["A2AEndpoint"]
 
@@ -134,9 +140,7 @@ class _AgentRequestHandler(DefaultRequestHandler):
     async def _admit(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         agent_id: str = context.state[AGENT_STATE_KEY]
         if await self._endpoint.call_target(agent_id) is None:
-            raise UnsupportedOperationError(
-                message=f"agent {agent_id} takes no messages over A2A: it has no invocable backend"
-            )
+            raise no_invocable_backend(agent_id)
         invocation_from_message(agent_id, params.message, None, context.state[PRINCIPAL_STATE_KEY])
         check_context_id(params.message.context_id)  # the SDK would call the agent, then fail to save its task
 
@@ -162,14 +166,16 @@ class A2AEndpoint:
         base: ``Settings.base_url()``, for the cards the handlers hold.
     """
 
-    def __init__(self, host: AgentHost, gate: EndpointGate, store: TaskStore, base: str, max_body_bytes: int) -> None:
+    def __init__(
+        self, host: AgentHost, gate: EndpointGate, store: GatewayTaskStore, base: str, max_body_bytes: int
+    ) -> None:
         self._host = host
         self._max_body_bytes = max_body_bytes
         self._gate = gate
         self._store = store
         self.base = base
         self._executor = InvocationExecutor(self.call_target)
-        self._lean = LeanSend(self._executor, store)
+        self._lean = LeanSend(self.call_target, store)
         self._context_builder = _ContextBuilder()
         self._apps: dict[str, Router] = {}
         self._handlers: dict[str, _AgentRequestHandler] = {}

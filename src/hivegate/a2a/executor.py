@@ -25,19 +25,20 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 
 import orjson
 from a2a.helpers import new_task_from_user_message, new_text_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
-from a2a.types import Message, Part, Role
+from a2a.types import Artifact, Message, Part, Role, Task, TaskState
 from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError, UnsupportedOperationError
 from google.protobuf.json_format import MessageToDict
 
 from hivegate.auth.principal import Principal
 from hivegate.backends.base import Attachment, Invocation
-from hivegate.calls.events import CallFailed, ReplyDelta
+from hivegate.calls.events import CallFailed, CallOutcome, ReplyDelta
 from hivegate.calls.invoke import CallTarget, invoke
 
 __all__ = [
@@ -46,7 +47,11 @@ __all__ = [
     "RESPONSE_ARTIFACT",
     "InvocationExecutor",
     "TargetLookup",
+    "failure_message",
     "invocation_from_message",
+    "no_invocable_backend",
+    "reply_artifact",
+    "settle",
 ]
 
 AGENT_STATE_KEY = "hivegate.agent_id"
@@ -107,6 +112,39 @@ def invocation_from_message(
     )
 
 
+def no_invocable_backend(agent_id: str) -> UnsupportedOperationError:
+    """The refusal of a message to an agent that has no invocable backend (an MCP server only)."""
+    return UnsupportedOperationError(
+        message=f"agent {agent_id} takes no messages over A2A: it has no invocable backend"
+    )
+
+
+def reply_artifact(task_id: str, text: str) -> Artifact:
+    """The ``response`` artifact holding the whole reply ``text`` of task ``task_id``."""
+    return Artifact(artifact_id=f"{task_id}-{RESPONSE_ARTIFACT}", name=RESPONSE_ARTIFACT, parts=[Part(text=text)])
+
+
+def failure_message(task: Task, text: str) -> Message:
+    """The agent's status message of a FAILED ``task``: the failure's ``text``."""
+    return new_text_message(text, context_id=task.context_id, task_id=task.id, role=Role.ROLE_AGENT)
+
+
+def settle(task: Task, outcome: CallOutcome | None) -> None:
+    """Give ``task`` the end the executor's events fold to, at once: COMPLETED with the
+    :func:`reply_artifact`, FAILED with the :func:`failure_message`, or CANCELED (``outcome`` None:
+    the call was cancelled). For the lean path (:mod:`hivegate.a2a.lean`), which keeps no events."""
+    status = task.status
+    if outcome is None:
+        status.state = TaskState.TASK_STATE_CANCELED
+    elif isinstance(outcome, CallFailed):
+        status.state = TaskState.TASK_STATE_FAILED
+        status.message.CopyFrom(failure_message(task, outcome.error.message))
+    else:
+        task.artifacts.append(reply_artifact(task.id, outcome.text))
+        status.state = TaskState.TASK_STATE_COMPLETED
+    status.timestamp.FromDatetime(datetime.now(UTC))
+
+
 class InvocationExecutor(AgentExecutor):
     """Runs an A2A message as one call of the agent (module docstring); one instance serves every agent.
 
@@ -125,7 +163,7 @@ class InvocationExecutor(AgentExecutor):
         principal: Principal = state[PRINCIPAL_STATE_KEY]
         target = await self._targets(agent_id)
         if target is None:  # the binding checked before the task was made; the backend changed since
-            raise UnsupportedOperationError(message=f"agent {agent_id} takes no messages (no invocable backend)")
+            raise no_invocable_backend(agent_id)
         # Before the task is made: a message that cannot be an invocation is refused with nothing kept.
         request = invocation_from_message(agent_id, message, context.context_id, principal)
         task = context.current_task
@@ -146,14 +184,12 @@ class InvocationExecutor(AgentExecutor):
 
         outcome = await invoke(principal, target, request, on_delta)
         if isinstance(outcome, CallFailed):
-            text = outcome.error.message
-            await updater.failed(
-                new_text_message(text, context_id=task.context_id, task_id=task.id, role=Role.ROLE_AGENT)
-            )
+            await updater.failed(failure_message(task, outcome.error.message))
             return
         # The whole reply, replacing the streamed chunks (append false): the stored task has it as one part.
+        artifact = reply_artifact(task.id, outcome.text)
         await updater.add_artifact(
-            [Part(text=outcome.text)], artifact_id=artifact_id, name=RESPONSE_ARTIFACT, last_chunk=True
+            list(artifact.parts), artifact_id=artifact.artifact_id, name=artifact.name, last_chunk=True
         )
         await updater.complete()
 

@@ -6,11 +6,16 @@ every event): nobody can name the task before the answer, which carries it. So s
 served here, with the pieces the SDK path uses:
 
 - the params are parsed (``ParseDict``, unknown fields ignored) and checked for required fields as
-  the SDK's dispatcher and handler do, and the ids come from the SDK's ``RequestContext``;
-- the one executor (:class:`~hivegate.a2a.executor.InvocationExecutor`) runs the call, its events
-  folded into the task in memory by the SDK's own ``TaskManager`` (over a store that keeps nothing);
+  the SDK's dispatcher and handler do; the ids are new UUIDs, written into the message as the SDK's
+  ``RequestContext`` does;
+- the executor's checks (:mod:`hivegate.a2a.executor`: an invocable backend, a message that maps to
+  an invocation, a context id the store can hold) come first, then :func:`~hivegate.calls.invoke.invoke`
+  runs the call, and :func:`~hivegate.a2a.executor.settle` gives the task the end the executor's
+  events fold to on the SDK path (COMPLETED with the ``response`` artifact, FAILED with the
+  agent's text, CANCELED), with no events: no reply deltas are kept, as the blocking answer has none;
 - the finished task is saved **once**, through the gateway's task store (the owner rule and its
-  outages as on the SDK path), and the answer is the SDK's ``SendMessageResponse`` as JSON;
+  outages as on the SDK path), its JSON form made once for the row and the answer, which is the
+  SDK's ``SendMessageResponse`` (``tests/e2e/test_a2a_bindings.py`` compares both paths' answers);
 - a client that disconnects cancels the call (the backend sees it, as on MCP and ``/v1/invoke``);
   the task is then saved as CANCELED, unanswered.
 
@@ -31,27 +36,38 @@ Spec: A2A 1.0 §3.1.1 (SendMessage, blocking), §9.4.1 (JSON-RPC ``SendMessage``
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from a2a.server.agent_execution import RequestContext
 from a2a.server.context import ServerCallContext
-from a2a.server.events import Event, EventQueue
 from a2a.server.request_handlers.response_helpers import build_error_response
-from a2a.server.tasks import TaskManager, TaskStore
-from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, Task
+from a2a.types.a2a_pb2 import SendMessageRequest, Task
 from a2a.utils.errors import A2AError, InternalError
-from a2a.utils.proto_utils import validate_proto_required_fields
 from a2a.utils.task import apply_history_length
+from google.api.field_behavior_pb2 import FieldBehavior, field_behavior
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.message import Message
 from starlette.types import Receive, Send
 
-from hivegate.a2a.executor import InvocationExecutor
+from hivegate.a2a.executor import (
+    AGENT_STATE_KEY,
+    PRINCIPAL_STATE_KEY,
+    TargetLookup,
+    invocation_from_message,
+    no_invocable_backend,
+    settle,
+)
+from hivegate.auth.principal import Principal
 from hivegate.calls.cancel import cancel_on_disconnect
+from hivegate.calls.events import CallOutcome
+from hivegate.calls.invoke import invoke
 from hivegate.mcp.fastpath import respond_json
-from hivegate.storage.tasks import check_context_id, is_terminal
+from hivegate.storage.tasks import GatewayTaskStore, check_context_id
 
-__all__ = ["LeanSend", "lean_send_params"]
+__all__ = ["LeanSend", "has_required_fields", "lean_send_params"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,8 +94,9 @@ def lean_send_params(headers: Mapping[str, str], decoded: Any) -> tuple[SendMess
         return None
     try:
         params = ParseDict(raw, SendMessageRequest(), ignore_unknown_fields=True)
-        validate_proto_required_fields(params)
     except Exception:  # the SDK path parses it again and words the error its own way
+        return None
+    if not has_required_fields(params):  # the SDK path words the InvalidParamsError
         return None
     configuration = params.configuration
     if (
@@ -93,45 +110,88 @@ def lean_send_params(headers: Mapping[str, str], decoded: Any) -> tuple[SendMess
     return params, request_id
 
 
-class _KeepNothing(TaskStore):
-    """The store of a lean call's ``TaskManager``: the task lives in the manager until it ends."""
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What the SDK's ``validate_proto_required_fields`` checks in one message type (its REQUIRED fields
+    by kind) and where it recurses (its message-typed fields), read once from the descriptor."""
 
-    async def save(self, task: Task, context: ServerCallContext) -> None:
-        return None
-
-    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
-        return None
-
-    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
-        return ListTasksResponse()
-
-    async def delete(self, task_id: str, context: ServerCallContext) -> None:
-        return None
+    repeated: tuple[str, ...]
+    present: tuple[str, ...]
+    defaults: tuple[tuple[str, Any], ...]
+    singles: tuple[str, ...]
+    lists: tuple[str, ...]
+    maps: tuple[str, ...]
 
 
-_KEEP_NOTHING = _KeepNothing()
+_PLANS: dict[Any, _Plan] = {}
 
 
-class _Folding(EventQueue):
-    """An event queue that folds each event into the task at once (the SDK's ``TaskManager.process``)."""
+def _plan(descriptor: Any) -> _Plan:
+    plan = _PLANS.get(descriptor)
+    if plan is not None:
+        return plan
+    repeated: list[str] = []
+    present: list[str] = []
+    defaults: list[tuple[str, Any]] = []
+    singles: list[str] = []
+    lists: list[str] = []
+    maps: list[str] = []
+    for field in descriptor.fields:
+        is_repeated = bool(field.is_repeated)
+        behaviors: Any = field.GetOptions().Extensions[field_behavior]  # type: ignore[index]  # a registered extension
+        if FieldBehavior.REQUIRED in behaviors:
+            if is_repeated:
+                repeated.append(field.name)
+            elif field.has_presence:
+                present.append(field.name)
+            else:
+                defaults.append((field.name, field.default_value))
+        if field.type == FieldDescriptor.TYPE_MESSAGE:
+            if not is_repeated:
+                singles.append(field.name)
+            elif field.message_type is not None and field.message_type.GetOptions().map_entry:
+                maps.append(field.name)
+            else:
+                lists.append(field.name)
+    plan = _Plan(*map(tuple, (repeated, present, defaults, singles, lists, maps)))  # type: ignore[arg-type]
+    _PLANS[descriptor] = plan
+    return plan
 
-    def __init__(self, manager: TaskManager) -> None:
-        self._manager = manager
 
-    async def enqueue_event(self, event: Event) -> None:
-        await self._manager.process(event)
+def has_required_fields(message: Message) -> bool:
+    """Whether the SDK's ``validate_proto_required_fields(message)`` finds nothing missing (the same
+    walk, with each type's fields read from its descriptor once: the SDK reads them at every call).
+    ``tests/a2a/test_lean_params.py`` compares the two on generated requests."""
+    plan = _plan(message.DESCRIPTOR)
+    if not all(getattr(message, name) for name in plan.repeated):
+        return False
+    if not all(message.HasField(name) for name in plan.present):
+        return False
+    if any(getattr(message, name) == default for name, default in plan.defaults):
+        return False
+    for name in plan.singles:
+        if message.HasField(name) and not has_required_fields(getattr(message, name)):
+            return False
+    for name in plan.lists:
+        if not all(has_required_fields(item) for item in getattr(message, name)):
+            return False
+    for name in plan.maps:
+        values = getattr(message, name).values()
+        if not all(has_required_fields(value) for value in values if isinstance(value, Message)):
+            return False
+    return True
 
 
 class LeanSend:
     """Serves the requests :func:`lean_send_params` chose (module docstring); one per A2A endpoint.
 
     Args:
-        executor: the executor the SDK path runs too.
+        targets: the call target of an agent id (the SDK path's executor uses the same lookup).
         store: the gateway's task store (owner-confined; outages as ``InternalError``).
     """
 
-    def __init__(self, executor: InvocationExecutor, store: TaskStore) -> None:
-        self._executor = executor
+    def __init__(self, targets: TargetLookup, store: GatewayTaskStore) -> None:
+        self._targets = targets
         self._store = store
 
     async def serve(
@@ -148,7 +208,7 @@ class LeanSend:
         id the task cannot have) and a store outage are the JSON-RPC error the SDK path gives.
         """
         try:
-            task = await self._run(params, call_context, receive)
+            ended = await self._run(params, call_context, receive)
         except A2AError as exc:
             await respond_json(send, 200, build_error_response(request_id, exc))
             return
@@ -156,27 +216,40 @@ class LeanSend:
             logger.exception("A2A lean SendMessage failed")
             await respond_json(send, 200, build_error_response(request_id, InternalError()))
             return
-        if task is None:  # the client left; the call was cancelled and its task saved
+        if ended is None:  # the client left; the call was cancelled and its task saved
             return
-        result = MessageToDict(SendMessageResponse(task=apply_history_length(task, params.configuration)))
-        await respond_json(send, 200, {"jsonrpc": "2.0", "id": request_id, "result": result})
+        task, rendered = ended
+        if params.configuration.HasField("history_length"):
+            rendered = MessageToDict(apply_history_length(task, params.configuration))
+        await respond_json(send, 200, {"jsonrpc": "2.0", "id": request_id, "result": {"task": rendered}})
 
-    async def _run(self, params: SendMessageRequest, call_context: ServerCallContext, receive: Receive) -> Task | None:
-        """The finished (saved) task, or None when the client left first (the task is saved CANCELED)."""
-        context = RequestContext(call_context, request=params)
-        task_id, context_id = context.task_id or "", context.context_id or ""  # RequestContext made both
+    async def _run(
+        self, params: SendMessageRequest, call_context: ServerCallContext, receive: Receive
+    ) -> tuple[Task, dict[str, Any]] | None:
+        """The finished task, saved, and its JSON form; None when the client left first (then the task
+        is saved CANCELED). The checks come in the SDK path's order (its handler's ``_admit``)."""
+        state = call_context.state
+        agent_id: str = state[AGENT_STATE_KEY]
+        principal: Principal = state[PRINCIPAL_STATE_KEY]
+        target = await self._targets(agent_id)
+        if target is None:
+            raise no_invocable_backend(agent_id)
+        message = params.message
+        context_id = message.context_id or str(uuid.uuid4())
+        request = invocation_from_message(agent_id, message, context_id, principal)
         check_context_id(context_id)  # before the call, not after it
-        manager = TaskManager(_KEEP_NOTHING, call_context, task_id, context_id, params.message)
-        queue = _Folding(manager)
+        # The ids as the SDK's RequestContext gives them: new, and written into the message kept in history.
+        message.task_id = str(uuid.uuid4())
+        message.context_id = context_id
+        outcome: CallOutcome | None = None
 
         async def work() -> None:
-            await self._executor.execute(context, queue)
+            nonlocal outcome
+            outcome = await invoke(principal, target, request)
 
         finished = await cancel_on_disconnect(receive, work)
-        task = await manager.get_task()
-        if task is None:  # cancelled before the executor made it: nothing to keep
-            return None
-        if not finished and not is_terminal(task):
-            await self._executor.cancel(context, queue)
-        await self._store.save(task, call_context)
-        return task if finished else None
+        task = Task(id=message.task_id, context_id=context_id, history=[message])
+        settle(task, outcome)
+        rendered = MessageToDict(task)
+        await self._store.save_rendered(task, rendered, call_context)
+        return (task, rendered) if finished else None

@@ -16,16 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from contextlib import contextmanager
+from typing import Any
 
 from a2a.server.context import ServerCallContext
-from a2a.server.tasks import TaskStore
 from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, Task
 from a2a.utils.errors import InternalError
 
 from hivegate.auth.principal import CredentialKind, Principal
 from hivegate.errors import StoreUnavailableError
 from hivegate.mcp.budgets import principal_key
-from hivegate.storage.tasks import A2ATasks
+from hivegate.storage.tasks import A2ATasks, GatewayTaskStore
 
 __all__ = ["OWNER_STATE_KEY", "open_task_store", "owner_from_context", "owner_of", "task_owner"]
 
@@ -61,7 +61,7 @@ def owner_from_context(context: ServerCallContext) -> str:
     return owner
 
 
-def open_task_store(tasks: A2ATasks) -> TaskStore:
+def open_task_store(tasks: A2ATasks) -> GatewayTaskStore:
     """The gateway's one task store, shared by every agent (owners keep them apart): ``tasks`` of the
     gateway's storage (SQL-persisted; in memory for ``memory://``), with :func:`owner_from_context`
     naming each call's owner (``docs/a2a.md``, "Tasks"), its outages turned into the A2A plane's error."""
@@ -79,7 +79,7 @@ def _outage_as_internal_error() -> Generator[None]:
         raise InternalError(message=STORE_UNAVAILABLE_MESSAGE) from None
 
 
-class _OutagesAsA2AErrors(TaskStore):
+class _OutagesAsA2AErrors(GatewayTaskStore):
     """``store`` with a database outage (:class:`~hivegate.errors.StoreUnavailableError`) raised as the
     a2a-sdk's ``InternalError`` with a fixed message.
 
@@ -88,12 +88,16 @@ class _OutagesAsA2AErrors(TaskStore):
     HTTP+JSON binding with a bare 500. Spec: A2A 1.0 §3.3.2 (InternalError, -32603).
     """
 
-    def __init__(self, store: TaskStore) -> None:
+    def __init__(self, store: GatewayTaskStore) -> None:
         self._store = store
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         with _outage_as_internal_error():
             await self._store.save(task, context)
+
+    async def save_rendered(self, task: Task, rendered: dict[str, Any], context: ServerCallContext) -> None:
+        with _outage_as_internal_error():
+            await self._store.save_rendered(task, rendered, context)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         with _outage_as_internal_error():

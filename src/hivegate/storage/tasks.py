@@ -19,9 +19,11 @@ instead of taking the task over.
 from __future__ import annotations
 
 import hashlib
+from abc import abstractmethod
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
+from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import OwnerResolver
 from a2a.server.tasks.task_store import TaskStore
 from a2a.types.a2a_pb2 import Task, TaskState
@@ -32,6 +34,7 @@ __all__ = [
     "MAX_OWNER_LENGTH",
     "TERMINAL_STATES",
     "A2ATasks",
+    "GatewayTaskStore",
     "check_context_id",
     "check_ids",
     "is_terminal",
@@ -55,10 +58,21 @@ TERMINAL_STATES: frozenset[TaskState] = frozenset(
 """States after which a task never changes again: only such tasks expire."""
 
 
+class GatewayTaskStore(TaskStore):
+    """An a2a-sdk ``TaskStore`` that can also save a task whose JSON form its caller has already made."""
+
+    @abstractmethod
+    async def save_rendered(self, task: Task, rendered: dict[str, Any], context: ServerCallContext) -> None:
+        """:meth:`save` ``task``, given ``rendered`` = ``MessageToDict(task)`` (so it is not made twice).
+
+        Raises: as :meth:`save`.
+        """
+
+
 class A2ATasks(Protocol):
     """Where the gateway's A2A tasks live: SDK task stores for owner resolvers, over one shared set of tasks."""
 
-    def open(self, owner_resolver: OwnerResolver) -> TaskStore:
+    def open(self, owner_resolver: OwnerResolver) -> GatewayTaskStore:
         """An a2a-sdk ``TaskStore`` confining each call to the owner ``owner_resolver`` names for its context.
 
         Stores opened with different resolvers share the same tasks (an owner's task saved through one

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import OwnerResolver
 from a2a.server.tasks.inmemory_task_store import InMemoryTaskStore
-from a2a.server.tasks.task_store import TaskStore
 from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, Task
 from a2a.utils.errors import TaskNotFoundError
 
 from hivegate.storage.oauth import require_aware
-from hivegate.storage.tasks import check_ids, is_terminal, stored_owner
+from hivegate.storage.tasks import GatewayTaskStore, check_ids, is_terminal, stored_owner
 
 __all__ = ["MemoryA2ATasks", "MemoryTaskStore"]
 
@@ -46,7 +46,7 @@ class MemoryA2ATasks:
         self._store = InMemoryTaskStore(owner_resolver=_owner_in_state)
         self._entries: dict[str, _Entry] = {}
 
-    def open(self, owner_resolver: OwnerResolver) -> TaskStore:
+    def open(self, owner_resolver: OwnerResolver) -> GatewayTaskStore:
         """See :meth:`A2ATasks.open`."""
         return MemoryTaskStore(self, owner_resolver)
 
@@ -85,7 +85,7 @@ class MemoryA2ATasks:
         await self._store.delete(task_id, _as(owner))
 
 
-class MemoryTaskStore(TaskStore):
+class MemoryTaskStore(GatewayTaskStore):
     """An a2a-sdk ``TaskStore`` over :class:`MemoryA2ATasks`, confined to the owner its resolver names."""
 
     def __init__(self, tasks: MemoryA2ATasks, owner_resolver: OwnerResolver) -> None:
@@ -98,6 +98,10 @@ class MemoryTaskStore(TaskStore):
     async def save(self, task: Task, context: ServerCallContext) -> None:
         """Save or replace ``task`` for the caller's owner (``TaskNotFoundError``: another owner's id)."""
         await self._tasks.save_as(task, self._owner(context))
+
+    async def save_rendered(self, task: Task, rendered: dict[str, Any], context: ServerCallContext) -> None:
+        """See :meth:`GatewayTaskStore.save_rendered` (the memory store keeps the task itself)."""
+        await self.save(task, context)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         """The caller's task ``task_id``, or None (also for another owner's task)."""

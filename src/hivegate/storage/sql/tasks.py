@@ -32,18 +32,18 @@ from a2a.compat.v0_3.conversions import to_compat_task_status
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import OwnerResolver
 from a2a.server.tasks.database_task_store import DatabaseTaskStore
-from a2a.server.tasks.task_store import TaskStore
 from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, Task, TaskState, TaskStatus
 from a2a.utils.errors import TaskNotFoundError
+from google.protobuf.json_format import MessageToDict
 from sqlalchemy import delete
 from sqlalchemy.dialects import postgresql, sqlite
 
 from hivegate.storage.oauth import require_aware
 from hivegate.storage.sql.engine import SqlDatabase, SqlStore
-from hivegate.storage.sql.task_tables import SDK_ATTRIBUTES, tasks
-from hivegate.storage.tasks import TERMINAL_STATES, check_ids, stored_owner
+from hivegate.storage.sql.task_tables import tasks
+from hivegate.storage.tasks import TERMINAL_STATES, GatewayTaskStore, check_ids, stored_owner
 
-__all__ = ["SqlA2ATasks", "SqlTaskStore"]
+__all__ = ["SqlA2ATasks", "SqlTaskStore", "task_row"]
 
 TERMINAL_STATE_NAMES = sorted(
     {TaskState.Name(state) for state in TERMINAL_STATES}
@@ -60,7 +60,7 @@ class SqlA2ATasks(SqlStore):
         super().__init__(database)
         self._writer = _GroupCommit(database)
 
-    def open(self, owner_resolver: OwnerResolver) -> TaskStore:
+    def open(self, owner_resolver: OwnerResolver) -> GatewayTaskStore:
         """See :meth:`A2ATasks.open`."""
         return SqlTaskStore(self._db, owner_resolver, self._writer)
 
@@ -76,18 +76,36 @@ class SqlA2ATasks(SqlStore):
 
 
 class _SdkStore(DatabaseTaskStore):
-    """The SDK's store on our engine, never creating the table, and lending its row conversion."""
+    """The SDK's store on our engine (its reads), never creating the table."""
 
     def __init__(self, database: SqlDatabase, owner_resolver: OwnerResolver) -> None:
         super().__init__(database.engine, create_table=False, owner_resolver=owner_resolver)
 
-    def row(self, task: Task, owner: str) -> dict[str, Any]:
-        """The column values the SDK would store for ``task`` of ``owner``."""
-        model = self._to_orm(task, owner)
-        return {column: getattr(model, attribute) for column, attribute in SDK_ATTRIBUTES.items()}
+
+def task_row(task: Task, rendered: dict[str, Any], owner: str) -> dict[str, Any]:
+    """The ``tasks`` columns (but ``saved_at``) of ``task`` of ``owner``, from ``rendered`` = ``MessageToDict(task)``.
+
+    The values the SDK's ``DatabaseTaskStore._to_orm`` gives its model (its JSON columns hold each
+    part's ``MessageToDict``, which is the part's value in the task's own JSON form), without building
+    the ORM model or rendering the task a second time; ``tests/storage/test_task_rows.py`` compares
+    the two on generated tasks.
+    """
+    status = task.status
+    return {
+        "id": task.id,
+        "context_id": task.context_id,
+        "kind": "task",
+        "owner": owner,
+        "last_updated": status.timestamp.ToDatetime() if status.HasField("timestamp") else None,
+        "status": rendered.get("status", {}),
+        "artifacts": rendered.get("artifacts", []),
+        "history": rendered.get("history", []),
+        "metadata": rendered.get("metadata") if task.metadata.fields else None,
+        "protocol_version": "1.0",
+    }
 
 
-class SqlTaskStore(SqlStore, TaskStore):
+class SqlTaskStore(SqlStore, GatewayTaskStore):
     """An a2a-sdk ``TaskStore`` on the ``tasks`` table, confined to the owner its resolver names."""
 
     def __init__(self, database: SqlDatabase, owner_resolver: OwnerResolver, writer: _GroupCommit) -> None:
@@ -107,8 +125,12 @@ class SqlTaskStore(SqlStore, TaskStore):
             TaskNotFoundError: another owner holds a task with this id.
             StoreUnavailableError: the database failed.
         """
+        await self.save_rendered(task, MessageToDict(task), context)
+
+    async def save_rendered(self, task: Task, rendered: dict[str, Any], context: ServerCallContext) -> None:
+        """See :meth:`GatewayTaskStore.save_rendered`; raises as :meth:`save`."""
         check_ids(task)
-        values = self._sdk.row(task, self._owner(context)) | {"saved_at": datetime.now(UTC)}
+        values = task_row(task, rendered, self._owner(context)) | {"saved_at": datetime.now(UTC)}
         if not await self._writer.save(values):
             raise TaskNotFoundError()
 
