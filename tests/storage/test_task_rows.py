@@ -50,7 +50,7 @@ def tasks(draw: st.DrawFn) -> Task:
     task = Task(
         id=draw(st.uuids()).hex,
         context_id=draw(_TEXT),
-        status=TaskStatus(state=draw(st.sampled_from(list(TaskState.values())))),
+        status=TaskStatus(state=TaskState.Value(draw(st.sampled_from(list(TaskState.keys()))))),
         history=draw(st.lists(messages(), max_size=3)),
     )
     if draw(st.booleans()):
@@ -65,7 +65,7 @@ def tasks(draw: st.DrawFn) -> Task:
 
 
 def _sdk_row(task: Task, owner: str) -> dict[str, Any]:
-    model = _SDK._to_orm(task, owner)  # noqa: SLF001  # the SDK's own mapping is the reference
+    model = _SDK._to_orm(task, owner)  # pyright: ignore[reportPrivateUsage]  # the SDK's own mapping is the reference
     return {column: getattr(model, attribute) for column, attribute in SDK_ATTRIBUTES.items()}
 
 
