@@ -50,7 +50,7 @@ def tasks(draw: st.DrawFn) -> Task:
     task = Task(
         id=draw(st.uuids()).hex,
         context_id=draw(_TEXT),
-        status=TaskStatus(state=TaskState.Value(draw(st.sampled_from(list(TaskState.keys()))))),
+        status=TaskStatus(state=draw(st.sampled_from(list(TaskState.keys())))),
         history=draw(st.lists(messages(), max_size=3)),
     )
     if draw(st.booleans()):
