@@ -17,14 +17,15 @@ from pathlib import Path
 
 import pytest
 from a2a.server.context import ServerCallContext
-from a2a.server.tasks.task_store import TaskStore
 from a2a.types.a2a_pb2 import ListTasksRequest, Task, TaskState, TaskStatus
+from google.protobuf.json_format import MessageToDict
 from sqlalchemy.engine import make_url
 
 from hivegate.errors import StoreUnavailableError
 from hivegate.storage import DatabaseLimits, Storage, open_storage
 from hivegate.storage.sql.engine import SqlStore
 from hivegate.storage.sql.tasks import SqlA2ATasks, SqlTaskStore
+from hivegate.storage.tasks import GatewayTaskStore
 from tests.storage.cleanup import clean_database
 from tests.tcp_proxy import TcpProxy, running_proxy
 
@@ -49,10 +50,11 @@ def _bounded(seconds: float) -> Generator[None]:
     assert elapsed < seconds, f"took {elapsed:.1f} s, limit {seconds:.1f} s"
 
 
-def _every_call(storage: Storage, store: TaskStore) -> list[Callable[[], Awaitable[object]]]:
+def _every_call(storage: Storage, store: GatewayTaskStore) -> list[Callable[[], Awaitable[object]]]:
     context = ServerCallContext()
     return [
         lambda: store.save(_task("t-2"), context),
+        lambda: store.save_rendered(_task("t-3"), MessageToDict(_task("t-3")), context),
         lambda: store.get("t-1", context),
         lambda: store.list(ListTasksRequest(), context),
         lambda: store.delete("t-1", context),
@@ -71,7 +73,7 @@ def test_every_public_task_store_method_reports_database_failures(store_class: t
     for name in methods:
         assert getattr(vars(store_class)[name], "__wrapped__", None) is not None, name
     if store_class is SqlTaskStore:
-        assert sorted(methods) == ["delete", "get", "list", "save"]
+        assert sorted(methods) == ["delete", "get", "list", "save", "save_rendered"]
 
 
 @pytest.fixture
