@@ -13,8 +13,6 @@ from __future__ import annotations
 import functools
 import os
 import signal
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import asynccontextmanager
@@ -47,6 +45,7 @@ from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError, Unsuppor
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.e2e.registry_cli import create_user_with_key, first_line, run_cli
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
 WAITER = '''
@@ -143,24 +142,8 @@ class Served:
     alice: str
     bob: str
     alice_echo_bak: str
-    path: str
+    path: tuple[str, str]
     database_url: str
-
-
-def _cli(database_url: str, *args: str, stdin: str = "", path: str = "") -> str:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), path)), "NO_COLOR": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "hivegate", *args, "--database-url", database_url],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=90,
-        check=False,
-    )
-    assert result.returncode == 0, f"{args}: {result.stdout}{result.stderr}"
-    return result.stdout
 
 
 @pytest.fixture(scope="module")
@@ -171,14 +154,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     config = folder / "agents.toml"
     config.write_text(CONFIG, encoding="utf-8")
     database_url = f"sqlite+aiosqlite:///{folder / 'hivegate.db'}"
-    path = os.pathsep.join((str(ROOT / "examples"), str(folder)))
-    keys: dict[str, str] = {}
-    for user in ("alice", "bob"):
-        _cli(database_url, "users", "create", user, "--password-stdin", stdin=f"{user}'s password\n")
-        keys[user] = _cli(database_url, "keys", "create", "--user", user).splitlines()[0].strip()
-    _cli(database_url, "agents", "apply", str(config), path=path)
-    bak = _cli(database_url, "keys", "create", "--user", "alice", "--agent", "echo").splitlines()[0].strip()
-    env = {"PYTHONPATH": path, "HIVEGATE_DATABASE__POLL_INTERVAL_SECONDS": "0.1"}
+    path = (str(ROOT / "examples"), str(folder))
+    keys = {user: create_user_with_key(database_url, user) for user in ("alice", "bob")}
+    run_cli(database_url, "agents", "apply", str(config), pythonpath=path)
+    bak = first_line(run_cli(database_url, "keys", "create", "--user", "alice", "--agent", "echo"))
+    env = {"PYTHONPATH": os.pathsep.join(path), "HIVEGATE_DATABASE__POLL_INTERVAL_SECONDS": "0.1"}
     with run_gateway(config, database_url=database_url, env=env) as running:
         yield Served(running, folder, keys["alice"], keys["bob"], bak, path, database_url)
 
@@ -290,7 +270,7 @@ async def test_a_running_task_stays_cancellable_across_a_change_of_its_agent(ser
         edited = served.folder / "edited.toml"
         edited.write_text(CONFIG.replace('name = "Waiter"', 'name = "Waiter"\ndescription = "edited"'), "utf-8")
         await anyio.to_thread.run_sync(
-            lambda: _cli(served.database_url, "agents", "apply", str(edited), path=served.path)
+            lambda: run_cli(served.database_url, "agents", "apply", str(edited), pythonpath=served.path)
         )
         card_url = f"{served.gateway.url}/waiter/.well-known/agent-card.json"
         # waiter is private: its card is its owner's (docs/a2a.md#discovery)

@@ -12,9 +12,6 @@ poll with a deadline.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import asynccontextmanager
@@ -28,7 +25,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.gateway_process import ROOT, GatewayProcess, run_gateway
+from tests.e2e.registry_cli import create_user_with_key, run_cli
+from tests.gateway_process import GatewayProcess, run_gateway
 
 MODES = ["legacy", "2026-07-28"]
 
@@ -132,32 +130,14 @@ def gateway(folder: Path) -> Iterator[GatewayProcess]:
         yield running
 
 
-def _cli(database_url: str, *args: str, stdin: str = "") -> str:
-    """``python -m hivegate ARGS --database-url URL``; its stdout (it must succeed)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "NO_COLOR": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "hivegate", *args, "--database-url", database_url],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=90,
-        check=False,
-    )
-    assert result.returncode == 0, f"{args}: {result.stdout}{result.stderr}"
-    return result.stdout
-
-
 @pytest.fixture(scope="module")
 def user_gateway(folder: Path) -> Iterator[tuple[GatewayProcess, str]]:
     """A gateway whose registry holds alice's slow and waiter agents; alice's ``oag_`` key."""
     config = folder / "user-agents.toml"
     config.write_text(USER_CONFIG, encoding="utf-8")
     database_url = f"sqlite+aiosqlite:///{folder / 'hivegate.db'}"
-    _cli(database_url, "users", "create", "alice", "--password-stdin", stdin="alice's password\n")
-    key = _cli(database_url, "keys", "create", "--user", "alice").splitlines()[0].strip()
-    _cli(database_url, "agents", "apply", str(config))
+    key = create_user_with_key(database_url, "alice")
+    run_cli(database_url, "agents", "apply", str(config))
     with run_gateway(config, database_url=database_url) as running:
         yield running, key
 

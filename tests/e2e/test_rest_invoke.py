@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,6 +35,7 @@ from mcp.client.streamable_http import streamable_http_client
 from hivegate.auth.tokens import TokenCodec
 from hivegate.storage import open_storage
 from hivegate.storage.oauth import GrantRecord
+from tests.e2e.registry_cli import create_user_with_key, first_line, run_cli
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
 WAITER = '''
@@ -151,22 +150,6 @@ class Served:
         return f"{self.gateway.url}/{agent_id}/v1/invoke"
 
 
-def _cli(database_url: str, *args: str, stdin: str = "", path: str = "") -> str:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), path)), "NO_COLOR": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "hivegate", *args, "--database-url", database_url],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=90,
-        check=False,
-    )
-    assert result.returncode == 0, f"{args}: {result.stdout}{result.stderr}"
-    return result.stdout
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("rest")
@@ -175,14 +158,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     config = folder / "agents.toml"
     config.write_text(CONFIG, encoding="utf-8")
     database_url = f"sqlite+aiosqlite:///{folder / 'hivegate.db'}"
-    path = os.pathsep.join((str(ROOT / "examples"), str(folder)))
-    keys: dict[str, str] = {}
-    for user in ("alice", "bob"):
-        _cli(database_url, "users", "create", user, "--password-stdin", stdin=f"{user}'s password\n")
-        keys[user] = _cli(database_url, "keys", "create", "--user", user).splitlines()[0].strip()
-    _cli(database_url, "agents", "apply", str(config), path=path)
-    bak = _cli(database_url, "keys", "create", "--user", "alice", "--agent", "echo").splitlines()[0].strip()
-    env = {"PYTHONPATH": path, "HIVEGATE_SECURITY__TOKEN_SIGNING_KEY": SIGNING_KEY}
+    path = (str(ROOT / "examples"), str(folder))
+    keys = {user: create_user_with_key(database_url, user) for user in ("alice", "bob")}
+    run_cli(database_url, "agents", "apply", str(config), pythonpath=path)
+    bak = first_line(run_cli(database_url, "keys", "create", "--user", "alice", "--agent", "echo"))
+    env = {"PYTHONPATH": os.pathsep.join(path), "HIVEGATE_SECURITY__TOKEN_SIGNING_KEY": SIGNING_KEY}
     with run_gateway(config, database_url=database_url, env=env) as running:
         yield Served(running, folder, keys["alice"], keys["bob"], bak, database_url)
 
