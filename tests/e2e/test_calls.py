@@ -25,29 +25,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from tests.e2e.marker_agent import WAITER_AGENT, wait_for_marker
 from tests.e2e.registry_cli import create_user_with_key, run_cli
 from tests.gateway_process import GatewayProcess, run_gateway
 
 MODES = ["legacy", "2026-07-28"]
-
-WAITER = '''
-import pathlib
-
-import anyio
-
-MARKS = pathlib.Path(__file__).parent / "marks"
-
-
-async def reply(invocation):
-    """Wait for ever; record the start and the cancellation (the tests read the marker files)."""
-    (MARKS / f"started-{invocation.message}").write_text("", encoding="utf-8")
-    try:
-        await anyio.sleep(120)
-    except anyio.get_cancelled_exc_class():
-        (MARKS / f"cancelled-{invocation.message}").write_text("", encoding="utf-8")
-        raise
-    return "too late"
-'''
 
 BROKEN = """
 raise RuntimeError("this module cannot be imported")
@@ -117,7 +99,7 @@ backend = { type = "python", callable = "waiter_agent:reply" }
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("calls")
     (root / "marks").mkdir()
-    (root / "waiter_agent.py").write_text(WAITER, encoding="utf-8")
+    (root / "waiter_agent.py").write_text(WAITER_AGENT, encoding="utf-8")
     (root / "broken_agent.py").write_text(BROKEN, encoding="utf-8")
     (root / "late_agent.py").write_text(LATE, encoding="utf-8")
     (root / "agents.toml").write_text(CONFIG, encoding="utf-8")
@@ -150,14 +132,6 @@ async def _user_client(user_gateway: tuple[GatewayProcess, str], mode: str) -> A
         Client(streamable_http_client(f"{gateway.url}/mcp", http_client=http), mode=mode) as client,  # type: ignore[arg-type]
     ):
         yield client
-
-
-async def _wait_for(path: Path, seconds: float = 10.0) -> None:
-    """Poll for ``path`` (written by the gateway's process) until it exists; fail after ``seconds``."""
-    marker = anyio.Path(path)
-    with anyio.fail_after(seconds):
-        while not await marker.exists():  # noqa: ASYNC110  # another process writes it: nothing to wait on here
-            await anyio.sleep(0.05)
 
 
 def _mcp_error(exc: BaseException) -> MCPError:
@@ -207,7 +181,7 @@ async def test_a_backend_past_its_deadline_is_cancelled_and_answered_32003(
     assert caught.value.message == "Agent reply timeout"
     assert caught.value.data == {"code": "service_timeout", "timeout_seconds": 1.0}
     assert 1.0 <= elapsed < 10.0
-    await _wait_for(folder / "marks" / f"cancelled-{message}")
+    await wait_for_marker(folder / "marks" / f"cancelled-{message}")
 
 
 @pytest.mark.parametrize(("mode", "progress"), PATHS)
@@ -222,9 +196,9 @@ async def test_a_cancelled_call_cancels_the_backend_call(
                     "waiter", {"message": message}, progress_callback=_ignore_progress if progress else None
                 )
             )
-            await _wait_for(folder / "marks" / f"started-{message}")
+            await wait_for_marker(folder / "marks" / f"started-{message}")
             tg.cancel_scope.cancel()
-        await _wait_for(folder / "marks" / f"cancelled-{message}")
+        await wait_for_marker(folder / "marks" / f"cancelled-{message}")
         # the session is still usable after the cancel
         assert [t.name for t in (await client.list_tools()).tools] == ["waiter"]
 
@@ -277,9 +251,9 @@ async def test_on_the_user_endpoint_the_deadline_and_the_cancel_are_the_same(
             await client.call_tool("slow", {"message": timed_out})
         assert (caught.value.code, caught.value.message) == (-32003, "Agent reply timeout")
         assert caught.value.data == {"code": "service_timeout", "timeout_seconds": 1.0}
-        await _wait_for(folder / "marks" / f"cancelled-{timed_out}")
+        await wait_for_marker(folder / "marks" / f"cancelled-{timed_out}")
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: client.call_tool("waiter", {"message": cancelled}))
-            await _wait_for(folder / "marks" / f"started-{cancelled}")
+            await wait_for_marker(folder / "marks" / f"started-{cancelled}")
             tg.cancel_scope.cancel()
-        await _wait_for(folder / "marks" / f"cancelled-{cancelled}")
+        await wait_for_marker(folder / "marks" / f"cancelled-{cancelled}")
