@@ -35,11 +35,11 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.oauth.pending import PendingRequests
 from hivegate.auth.passwords import hash_password
 from hivegate.auth.tokens import TokenCodec
 from hivegate.storage import open_storage
+from tests.e2e.registry_seed import add_key
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 from tests.tcp_proxy import TcpProxy, running_proxy
 
@@ -92,11 +92,7 @@ async def _seed(database_url: str) -> str:
     store = storage.credentials
     try:
         alice = await store.create_user("alice", hash_password("alice pw"))
-        minted = mint_key(KeyKind.USER)
-        await store.create_api_key(
-            user_id=alice.id, agent_id=None, name="", key_hash=minted.digest, prefix=minted.prefix
-        )
-        return minted.plaintext
+        return await add_key(store, alice.id)
     finally:
         await storage.close()
 

@@ -43,10 +43,10 @@ from mcp_types import TextContent
 from playwright.sync_api import Page, expect
 from pydantic import AnyUrl
 
-from hivegate.auth.passwords import hash_password
 from hivegate.storage import open_storage
 from tests.auth.tls import DocServer, make_loopback_pki
 from tests.browser import chromium_page, require_chromium
+from tests.e2e.registry_seed import create_users
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
 pytestmark = pytest.mark.browser
@@ -133,13 +133,7 @@ class World:
 
 
 async def _seed(database_url: str) -> None:
-    storage = await open_storage(database_url)
-    credentials = storage.credentials
-    try:
-        await credentials.create_user("alice", hash_password(ALICE_PASSWORD))
-        await credentials.create_user("bob", hash_password(BOB_PASSWORD))
-    finally:
-        await storage.close()
+    await create_users(database_url, {"alice": ALICE_PASSWORD, "bob": BOB_PASSWORD})
 
 
 @pytest.fixture(scope="module")
