@@ -15,7 +15,6 @@ message, the whole reply replacing the chunks (``lastChunk``), COMPLETED.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 import uvicorn
@@ -29,6 +28,8 @@ from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part
 from starlette.applications import Starlette
 from starlette.routing import Mount
+
+from ready_server import serve
 
 AGENT = "echo"
 
@@ -88,18 +89,7 @@ async def _serve(port: int) -> None:
         access_log=False,
         lifespan="on",
     )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            await task
-            return
-        await asyncio.sleep(0.05)
-    for srv in server.servers:
-        for sock in srv.sockets:
-            host, bound = sock.getsockname()[:2]
-            print(f"a2a-sdk listening on http://{host}:{bound}", flush=True)
-    await task
+    await serve(config, "a2a-sdk")
 
 
 def main() -> None:

@@ -15,8 +15,6 @@ a free port; prints ``floor listening on URL`` once it accepts connections.
 
 from __future__ import annotations
 
-import asyncio
-import gc
 import sys
 import time
 from typing import Any
@@ -27,6 +25,7 @@ import uvloop
 
 from hivegate.http_server import http_protocol
 from hivegate.settings import ServerSettings
+from ready_server import serve
 
 _CALL = {"content": [{"type": "text", "text": "hello"}], "isError": False, "resultType": "complete"}
 _LIST = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}], "resultType": "complete"}
@@ -68,19 +67,7 @@ async def _serve(port: int, spin_s: float) -> None:
         access_log=False,
         lifespan="off",
     )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            await task
-            return
-        await asyncio.sleep(0.05)
-    gc.freeze()
-    for srv in server.servers:
-        for sock in srv.sockets:
-            host, bound = sock.getsockname()[:2]
-            print(f"floor listening on http://{host}:{bound}", flush=True)
-    await task
+    await serve(config, "floor", freeze_heap=True)
 
 
 def main() -> None:

@@ -12,12 +12,13 @@ worker-thread hop a sync tool function costs; everything else is the SDK's defau
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 import uvicorn
 import uvloop
 from mcp.server.mcpserver import MCPServer
+
+from ready_server import serve
 
 mcp = MCPServer(name="sdk-echo", version="1.0.0")
 
@@ -39,18 +40,7 @@ async def _serve(port: int, json_response: bool) -> None:
         access_log=False,
         lifespan="on",
     )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            await task
-            return
-        await asyncio.sleep(0.05)
-    for srv in server.servers:
-        for sock in srv.sockets:
-            host, bound = sock.getsockname()[:2]
-            print(f"sdk listening on http://{host}:{bound}", flush=True)
-    await task
+    await serve(config, "sdk")
 
 
 def main() -> None:

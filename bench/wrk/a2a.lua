@@ -14,17 +14,11 @@
 -- A response counts as bad unless its status is 200, its body contains every EXPECT and it holds no
 -- JSON-RPC error. Bad responses are counted, never hidden.
 
-local threads = {}
-
-function setup(thread)
-   thread:set("tid", #threads)
-   table.insert(threads, thread)
-end
+-- setup(), done() (the BENCH_JSON line), the MCP_BENCH_HEADER header and the bad count: bench_json.lua
+local shared = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "") .. "bench_json.lua")
 
 local tail, expects, headers, base
 local counter = 0
-bad = 0
-bad_sample = ""
 
 function init(args)
    tail = args[1]
@@ -33,14 +27,7 @@ function init(args)
       table.insert(expects, args[i])
    end
    headers = { ["Content-Type"] = "application/json", ["A2A-Version"] = "1.0" }
-   local extra = os.getenv("MCP_BENCH_HEADER")
-   if extra and extra ~= "" then
-      local name, value = extra:match("^([^:]+):%s*(.*)$")
-      if not name then
-         error("MCP_BENCH_HEADER must be 'Name: value'")
-      end
-      headers[name] = value
-   end
+   shared.add_env_header(headers)
    base = (tid or 0) * 1000000000
    counter = 0
 end
@@ -63,37 +50,6 @@ function response(status, _, body)
       end
    end
    if not ok then
-      bad = bad + 1
-      if bad_sample == "" then
-         bad_sample = tostring(status) .. " " .. body:sub(1, 300)
-      end
+      shared.count_bad(status, body)
    end
-end
-
-local function json_string(s)
-   return '"' .. s:gsub('[%c"\\]', function(c)
-      return string.format("\\u%04x", c:byte())
-   end) .. '"'
-end
-
-function done(summary, latency, _)
-   local total_bad, sample = 0, ""
-   for _, thread in ipairs(threads) do
-      total_bad = total_bad + thread:get("bad")
-      if sample == "" then sample = thread:get("bad_sample") end
-   end
-   local e = summary.errors
-   local seconds = summary.duration / 1e6
-   io.write(string.format(
-      'BENCH_JSON {"requests":%d,"duration_s":%.6f,"rps":%.2f,'
-         .. '"latency_ms":{"mean":%.4f,"stdev":%.4f,"min":%.4f,"max":%.4f,'
-         .. '"p50":%.4f,"p90":%.4f,"p99":%.4f,"p99_9":%.4f},'
-         .. '"errors":{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d},'
-         .. '"bad":%d,"bad_sample":%s}\n',
-      summary.requests, seconds, summary.requests / seconds,
-      latency.mean / 1e3, latency.stdev / 1e3, latency.min / 1e3, latency.max / 1e3,
-      latency:percentile(50) / 1e3, latency:percentile(90) / 1e3,
-      latency:percentile(99) / 1e3, latency:percentile(99.9) / 1e3,
-      e.connect, e.read, e.write, e.status, e.timeout,
-      total_bad, json_string(sample)))
 end

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import hivegate
+from tests.cli.command_line import run_cli
 
-TIMEOUT_SECONDS = 60
 SRC = Path(hivegate.__file__).resolve().parent.parent
 
 AGENT = """
@@ -22,16 +20,7 @@ backend = {{ type = "python", {kind} = "{ref}" }}
 
 
 def _cli(database_url: str, *args: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "hivegate", "agents", *args, "--database-url", database_url],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_SECONDS,
-        env={**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "250", "NO_COLOR": "1"},
-        check=False,
-    )
-    assert result.returncode == expect, result.stdout + result.stderr
-    return result
+    return run_cli(database_url, "agents", *args, expect=expect, pythonpath=str(SRC))
 
 
 def _agents_file(folder: Path, *agents: tuple[str, str, str]) -> Path:

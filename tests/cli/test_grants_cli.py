@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,21 +12,11 @@ import anyio
 from hivegate.auth.passwords import hash_password
 from hivegate.storage import open_storage
 from hivegate.storage.oauth import GrantRecord
-
-TIMEOUT_SECONDS = 60
+from tests.cli.command_line import run_cli
 
 
 def _cli(database_url: str, *args: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "hivegate", "grants", *args, "--database-url", database_url],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_SECONDS,
-        env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"},
-        check=False,
-    )
-    assert result.returncode == expect, result.stdout + result.stderr
-    return result
+    return run_cli(database_url, "grants", *args, expect=expect)
 
 
 async def _seed(database_url: str) -> None:

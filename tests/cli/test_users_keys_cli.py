@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from hivegate.auth.api_keys import KeyKind, key_digest, parse_api_key
-
-TIMEOUT_SECONDS = 60
+from tests.cli.command_line import run_cli
 
 
 @dataclass(frozen=True)
@@ -21,17 +18,7 @@ class Cli:
     database_url: str
 
     def __call__(self, *args: str, stdin: str = "", expect: int = 0) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            [sys.executable, "-m", "hivegate", *args, "--database-url", self.database_url],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_SECONDS,
-            env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"},
-            check=False,
-        )
-        assert result.returncode == expect, result.stdout + result.stderr
-        return result
+        return run_cli(self.database_url, *args, stdin=stdin, expect=expect)
 
 
 @pytest.fixture

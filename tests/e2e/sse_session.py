@@ -17,9 +17,9 @@ from typing import Any
 import httpx2
 from httpx2 import EventSource, ServerSentEvent
 
-from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.passwords import hash_password
 from hivegate.storage import open_storage
+from tests.e2e.registry_seed import add_key
 from tests.gateway_process import ROOT
 
 __all__ = ["SERVER_PYTHONPATH", "Resumed", "SseSession", "open_session", "seed_principals"]
@@ -147,17 +147,10 @@ async def seed_principals(database_url: str, agent_id: str) -> dict[str, dict[st
         alice = await credentials.create_user("alice", hash_password("alice pw"))
         bob = await credentials.create_user("bob", hash_password("bob pw"))
 
-        async def key(user_id: str, agent: str | None) -> str:
-            minted = mint_key(KeyKind.USER if agent is None else KeyKind.AGENT)
-            await credentials.create_api_key(
-                user_id=user_id, agent_id=agent, name="", key_hash=minted.digest, prefix=minted.prefix
-            )
-            return minted.plaintext
-
         return {
-            "alice": {"Authorization": f"Bearer {await key(alice.id, None)}"},
-            "bob": {"Authorization": f"Bearer {await key(bob.id, None)}"},
-            "alice_bak": {"X-Agent-API-Key": await key(alice.id, agent_id)},
+            "alice": {"Authorization": f"Bearer {await add_key(credentials, alice.id)}"},
+            "bob": {"Authorization": f"Bearer {await add_key(credentials, bob.id)}"},
+            "alice_bak": {"X-Agent-API-Key": await add_key(credentials, alice.id, agent_id)},
         }
     finally:
         await storage.close()

@@ -11,14 +11,10 @@ MCP server only: no invocable backend), ``off`` (``a2a_enabled = false``) and ``
 from __future__ import annotations
 
 import functools
-import os
 import signal
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,145 +43,27 @@ from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError, Unsuppor
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.gateway_process import ROOT, GatewayProcess, run_gateway
+from tests.e2e.invoke_world import ALICE_AGENTS, OPEN_AND_BOB_AGENTS, InvokeWorld, serve_invoke_world
+from tests.e2e.marker_agent import WAITER_AGENT, wait_for_marker
+from tests.e2e.registry_cli import run_cli
+from tests.gateway_process import run_gateway
 
-WAITER = '''
-import pathlib
-
-import anyio
-
-MARKS = pathlib.Path(__file__).parent / "marks"
-
-
-async def reply(invocation):
-    """Wait until cancelled; record the start and the cancellation (the tests read the marker files)."""
-    (MARKS / f"started-{invocation.message}").write_text("", encoding="utf-8")
-    try:
-        await anyio.sleep(120)
-    except anyio.get_cancelled_exc_class():
-        (MARKS / f"cancelled-{invocation.message}").write_text("", encoding="utf-8")
-        raise
-    return "too late"
-
-
-def fail(invocation):
-    from hivegate.errors import AgentError
-
-    raise AgentError(f"cannot answer {invocation.message}")
-'''
-
-CONFIG = """
-[[agents]]
-id = "echo"
-name = "Echo"
-owner = "alice"
-backend = { type = "python", callable = "echo_agent:reply" }
-
-[[agents]]
-id = "echo2"
-name = "Echo two"
-owner = "alice"
-backend = { type = "python", callable = "echo_agent:reply" }
-
-[[agents]]
-id = "waiter"
-name = "Waiter"
-owner = "alice"
-backend = { type = "python", callable = "waiter_agent:reply" }
-
-[[agents]]
-id = "slow"
-name = "Slow"
-owner = "alice"
-invoke_timeout_seconds = 1
-backend = { type = "python", callable = "waiter_agent:reply" }
-
-[[agents]]
-id = "failing"
-name = "Failing"
-owner = "alice"
-backend = { type = "python", callable = "waiter_agent:fail" }
-
-[[agents]]
-id = "notes"
-name = "Notes"
-owner = "alice"
-backend = { type = "python", server = "notes_agent:server" }
-
-[[agents]]
-id = "off"
-name = "Off"
-owner = "alice"
-a2a_enabled = false
-backend = { type = "python", callable = "echo_agent:reply" }
-
-[[agents]]
-id = "open"
-name = "Open"
-owner = "alice"
-auth = "none"
-backend = { type = "python", callable = "echo_agent:reply" }
-
-[[agents]]
-id = "bobecho"
-name = "Bob's echo"
-owner = "bob"
-backend = { type = "python", callable = "echo_agent:reply" }
-"""
+CONFIG = ALICE_AGENTS + OPEN_AND_BOB_AGENTS
 
 MESSAGE = "hello over a2a"
 
 
-@dataclass(frozen=True)
-class Served:
-    gateway: GatewayProcess
-    folder: Path
-    alice: str
-    bob: str
-    alice_echo_bak: str
-    path: str
-    database_url: str
-
-
-def _cli(database_url: str, *args: str, stdin: str = "", path: str = "") -> str:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), path)), "NO_COLOR": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "hivegate", *args, "--database-url", database_url],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=90,
-        check=False,
-    )
-    assert result.returncode == 0, f"{args}: {result.stdout}{result.stderr}"
-    return result.stdout
-
-
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    folder = tmp_path_factory.mktemp("a2a")
-    (folder / "marks").mkdir()
-    (folder / "waiter_agent.py").write_text(WAITER, encoding="utf-8")
-    config = folder / "agents.toml"
-    config.write_text(CONFIG, encoding="utf-8")
-    database_url = f"sqlite+aiosqlite:///{folder / 'hivegate.db'}"
-    path = os.pathsep.join((str(ROOT / "examples"), str(folder)))
-    keys: dict[str, str] = {}
-    for user in ("alice", "bob"):
-        _cli(database_url, "users", "create", user, "--password-stdin", stdin=f"{user}'s password\n")
-        keys[user] = _cli(database_url, "keys", "create", "--user", user).splitlines()[0].strip()
-    _cli(database_url, "agents", "apply", str(config), path=path)
-    bak = _cli(database_url, "keys", "create", "--user", "alice", "--agent", "echo").splitlines()[0].strip()
-    env = {"PYTHONPATH": path, "HIVEGATE_DATABASE__POLL_INTERVAL_SECONDS": "0.1"}
-    with run_gateway(config, database_url=database_url, env=env) as running:
-        yield Served(running, folder, keys["alice"], keys["bob"], bak, path, database_url)
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InvokeWorld]:
+    with serve_invoke_world(
+        tmp_path_factory.mktemp("a2a"), CONFIG, {"HIVEGATE_DATABASE__POLL_INTERVAL_SECONDS": "0.1"}
+    ) as world:
+        yield world
 
 
 @asynccontextmanager
 async def _client(
-    served: Served, agent_id: str, key: str | None, *, streaming: bool = True, binding: str = "JSONRPC"
+    served: InvokeWorld, agent_id: str, key: str | None, *, streaming: bool = True, binding: str = "JSONRPC"
 ) -> AsyncGenerator[Client]:
     """The SDK client of ``agent_id``, made from its card URL alone, sending ``key`` as a bearer token."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -215,16 +93,8 @@ def _final_task(events: list[StreamResponse]) -> Task:
     return tasks[-1]
 
 
-async def _wait_for(path: Path, seconds: float = 10.0) -> None:
-    """Poll for ``path`` (the gateway's process writes it) until it exists; fail after ``seconds``."""
-    marker = anyio.Path(path)
-    with anyio.fail_after(seconds):
-        while not await marker.exists():  # noqa: ASYNC110  # another process writes it: nothing to wait on here
-            await anyio.sleep(0.05)
-
-
 @pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
-async def test_send_get_and_list_from_the_card_url(served: Served, binding: str) -> None:
+async def test_send_get_and_list_from_the_card_url(served: InvokeWorld, binding: str) -> None:
     async with _client(served, "echo", served.alice, streaming=False, binding=binding) as client:
         task = _final_task(await _send(client, MESSAGE))
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
@@ -237,7 +107,7 @@ async def test_send_get_and_list_from_the_card_url(served: Served, binding: str)
 
 
 @pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
-async def test_stream_delivers_chunks_then_the_whole_reply(served: Served, binding: str) -> None:
+async def test_stream_delivers_chunks_then_the_whole_reply(served: InvokeWorld, binding: str) -> None:
     async with _client(served, "echo", served.alice, binding=binding) as client:
         events = await _send(client, MESSAGE)
     kinds = [event.WhichOneof("payload") for event in events]
@@ -250,15 +120,15 @@ async def test_stream_delivers_chunks_then_the_whole_reply(served: Served, bindi
     assert statuses == [TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_COMPLETED]
 
 
-async def test_cancel_cancels_the_running_call(served: Served) -> None:
+async def test_cancel_cancels_the_running_call(served: InvokeWorld) -> None:
     text = f"wait-{uuid.uuid4().hex[:8]}"
     async with _client(served, "waiter", served.alice, streaming=False) as client:
         task = _final_task(await _send(client, text, return_immediately=True))
-        await _wait_for(served.folder / "marks" / f"started-{text}")
+        await wait_for_marker(served.folder / "marks" / f"started-{text}")
         with anyio.fail_after(30):
             cancelled = await client.cancel_task(CancelTaskRequest(id=task.id))
         assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
-        await _wait_for(served.folder / "marks" / f"cancelled-{text}")
+        await wait_for_marker(served.folder / "marks" / f"cancelled-{text}")
         assert (await client.get_task(GetTaskRequest(id=task.id))).status.state == TaskState.TASK_STATE_CANCELED
         with pytest.raises(TaskNotCancelableError):
             await client.cancel_task(CancelTaskRequest(id=task.id))
@@ -268,7 +138,7 @@ async def test_cancel_cancels_the_running_call(served: Served) -> None:
                 pass
 
 
-async def test_agent_failure_and_deadline_are_failed_tasks_with_their_text(served: Served) -> None:
+async def test_agent_failure_and_deadline_are_failed_tasks_with_their_text(served: InvokeWorld) -> None:
     async with _client(served, "failing", served.alice, streaming=False) as client:
         task = _final_task(await _send(client, "this"))
     assert task.status.state == TaskState.TASK_STATE_FAILED
@@ -278,19 +148,19 @@ async def test_agent_failure_and_deadline_are_failed_tasks_with_their_text(serve
         task = _final_task(await _send(client, text))
     assert task.status.state == TaskState.TASK_STATE_FAILED
     assert task.status.message.parts[0].text == "Agent reply timeout"
-    await _wait_for(served.folder / "marks" / f"cancelled-{text}")  # the deadline cancelled the backend call
+    await wait_for_marker(served.folder / "marks" / f"cancelled-{text}")  # the deadline cancelled the backend call
 
 
-async def test_a_running_task_stays_cancellable_across_a_change_of_its_agent(served: Served) -> None:
+async def test_a_running_task_stays_cancellable_across_a_change_of_its_agent(served: InvokeWorld) -> None:
     """An edit of the agent (``agents apply`` on the running server) keeps its running tasks reachable."""
     text = f"edit-{uuid.uuid4().hex[:8]}"
     async with _client(served, "waiter", served.alice, streaming=False) as client:
         task = _final_task(await _send(client, text, return_immediately=True))
-        await _wait_for(served.folder / "marks" / f"started-{text}")
+        await wait_for_marker(served.folder / "marks" / f"started-{text}")
         edited = served.folder / "edited.toml"
         edited.write_text(CONFIG.replace('name = "Waiter"', 'name = "Waiter"\ndescription = "edited"'), "utf-8")
         await anyio.to_thread.run_sync(
-            lambda: _cli(served.database_url, "agents", "apply", str(edited), path=served.path)
+            lambda: run_cli(served.database_url, "agents", "apply", str(edited), pythonpath=served.path)
         )
         card_url = f"{served.gateway.url}/waiter/.well-known/agent-card.json"
         # waiter is private: its card is its owner's (docs/a2a.md#discovery)
@@ -301,10 +171,10 @@ async def test_a_running_task_stays_cancellable_across_a_change_of_its_agent(ser
         with anyio.fail_after(30):
             cancelled = await client.cancel_task(CancelTaskRequest(id=task.id))
         assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
-        await _wait_for(served.folder / "marks" / f"cancelled-{text}")
+        await wait_for_marker(served.folder / "marks" / f"cancelled-{text}")
 
 
-async def test_tasks_are_isolated_by_user_and_by_agent(served: Served) -> None:
+async def test_tasks_are_isolated_by_user_and_by_agent(served: InvokeWorld) -> None:
     async with _client(served, "echo", served.alice, streaming=False) as alice:
         task = _final_task(await _send(alice, MESSAGE))
     async with _client(served, "bobecho", served.bob, streaming=False) as bob:
@@ -328,7 +198,7 @@ async def test_tasks_are_isolated_by_user_and_by_agent(served: Served) -> None:
     assert response.json()["error"]["data"][0]["metadata"]["code"] == "agent_not_found"
 
 
-def test_anonymous_callers_are_isolated_by_address(served: Served) -> None:
+def test_anonymous_callers_are_isolated_by_address(served: InvokeWorld) -> None:
     """Two loopback addresses calling an ``auth = "none"`` agent do not see each other's tasks."""
     body = _message_body("from one address")
     first = httpx.post(f"{served.gateway.url}/open/a2a/message:send", json=body, headers=_V1, timeout=10)
@@ -350,7 +220,13 @@ def _message_body(text: str) -> dict[str, Any]:
 
 
 def _rpc(
-    served: Served, agent_id: str, method: str, params: dict[str, Any], key: str | None, *, version: str | None = "1.0"
+    served: InvokeWorld,
+    agent_id: str,
+    method: str,
+    params: dict[str, Any],
+    key: str | None,
+    *,
+    version: str | None = "1.0",
 ) -> httpx.Response:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     if version is not None:
@@ -359,7 +235,7 @@ def _rpc(
     return httpx.post(f"{served.gateway.url}/{agent_id}/a2a", json=body, headers=headers, timeout=10)
 
 
-def test_a2a_version_missing_is_0_3(served: Served) -> None:
+def test_a2a_version_missing_is_0_3(served: InvokeWorld) -> None:
     """No ``A2A-Version`` means 0.3 (A2A 1.0 §3.2.6): a 1.0 method is VersionNotSupported (-32009), a 0.3
     method name is served (the v0.3 compatibility mode); an unsupported version is -32009 too."""
     refused = _rpc(served, "echo", "SendMessage", _message_body(MESSAGE), served.alice, version=None).json()
@@ -383,7 +259,7 @@ def test_a2a_version_missing_is_0_3(served: Served) -> None:
     assert rest.json()["error"]["details"][0]["reason"] == "VERSION_NOT_SUPPORTED"
 
 
-def test_no_credential_is_401_with_a_challenge_in_each_binding_shape(served: Served) -> None:
+def test_no_credential_is_401_with_a_challenge_in_each_binding_shape(served: InvokeWorld) -> None:
     rpc = _rpc(served, "echo", "SendMessage", _message_body(MESSAGE), None)
     assert rpc.status_code == 401
     challenge = rpc.headers["www-authenticate"]
@@ -401,7 +277,7 @@ def test_no_credential_is_401_with_a_challenge_in_each_binding_shape(served: Ser
     assert 'error="insufficient_scope"' in wrong_agent_key.headers["www-authenticate"]
 
 
-def test_wrong_method_and_unknown_operation_answer_in_the_binding_shape(served: Served) -> None:
+def test_wrong_method_and_unknown_operation_answer_in_the_binding_shape(served: InvokeWorld) -> None:
     headers = {"Authorization": f"Bearer {served.alice}", **_V1}
     wrong = httpx.get(f"{served.gateway.url}/echo/a2a", headers=headers, timeout=10)
     assert (wrong.status_code, wrong.headers["allow"]) == (405, "POST")
@@ -412,7 +288,7 @@ def test_wrong_method_and_unknown_operation_answer_in_the_binding_shape(served: 
 
 
 @pytest.mark.parametrize("agent_id", ["off", "nobody", "bad%20id"])
-def test_disabled_or_unknown_agent_is_404(served: Served, agent_id: str) -> None:
+def test_disabled_or_unknown_agent_is_404(served: InvokeWorld, agent_id: str) -> None:
     rpc = _rpc(served, agent_id, "SendMessage", _message_body(MESSAGE), served.alice)
     assert rpc.status_code == 404
     assert rpc.json()["error"]["data"][0]["metadata"]["code"] == "agent_not_found"
@@ -423,7 +299,7 @@ def test_disabled_or_unknown_agent_is_404(served: Served, agent_id: str) -> None
 
 
 @pytest.mark.parametrize("path", ["a2a", "a2a/tasks", "v1/invoke"])
-def test_without_a_credential_an_unknown_agent_answers_as_a_private_one(served: Served, path: str) -> None:
+def test_without_a_credential_an_unknown_agent_answers_as_a_private_one(served: InvokeWorld, path: str) -> None:
     """Found by issue 9's attack trial: an unknown agent was 404 before the credential was read while a
     private one asked for a credential (401), so the answer told them apart. Now both are the gate's 401
     challenge, as on MCP; with a credential both are 404 ``agent_not_found`` with the same message."""
@@ -444,14 +320,14 @@ def test_without_a_credential_an_unknown_agent_answers_as_a_private_one(served: 
         assert answer(other_id, served.bob)[0] == 404
 
 
-async def test_an_agent_without_an_invocable_backend_refuses_messages(served: Served) -> None:
+async def test_an_agent_without_an_invocable_backend_refuses_messages(served: InvokeWorld) -> None:
     async with _client(served, "notes", served.alice, streaming=False) as client:
         with pytest.raises(UnsupportedOperationError):
             await _send(client, MESSAGE)
         assert not (await client.list_tasks(ListTasksRequest())).tasks  # nothing was written
 
 
-async def test_same_reply_over_mcp_and_a2a(served: Served) -> None:
+async def test_same_reply_over_mcp_and_a2a(served: InvokeWorld) -> None:
     """Issue 9 acceptance: the same message gets the same reply text over MCP tools/call and A2A SendMessage."""
     text = "the same words both ways"
     async with (
@@ -469,7 +345,7 @@ async def test_same_reply_over_mcp_and_a2a(served: Served) -> None:
 async def test_shutdown_stops_running_a2a_tasks(tmp_path: Path) -> None:
     """Stopping the server cancels the A2A calls still running (the backend sees it) and exits cleanly."""
     (tmp_path / "marks").mkdir()
-    (tmp_path / "waiter_agent.py").write_text(WAITER, encoding="utf-8")
+    (tmp_path / "waiter_agent.py").write_text(WAITER_AGENT, encoding="utf-8")
     config = tmp_path / "agents.toml"
     config.write_text(
         '[[agents]]\nid = "w"\nname = "W"\nowner = "alice"\nauth = "none"\n'
@@ -482,7 +358,7 @@ async def test_shutdown_stops_running_a2a_tasks(tmp_path: Path) -> None:
             body = {**_message_body(text), "configuration": {"returnImmediately": True}}
             response = await http.post(f"{gateway.url}/w/a2a/message:send", json=body)
             assert response.status_code == 200, response.text
-        await _wait_for(tmp_path / "marks" / f"started-{text}")
+        await wait_for_marker(tmp_path / "marks" / f"started-{text}")
         gateway.process.terminate()
         with anyio.fail_after(20):
             code = await anyio.to_thread.run_sync(gateway.process.wait)
@@ -495,7 +371,7 @@ async def test_shutdown_stops_running_a2a_tasks(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", ["open/a2a", "open/a2a/message:send"])
-def test_a_body_over_the_limit_is_413_on_both_bindings(served: Served, path: str) -> None:
+def test_a_body_over_the_limit_is_413_on_both_bindings(served: InvokeWorld, path: str) -> None:
     """Found by issue 9's attack trial: the bindings read any body (a 5 MiB text part became a stored task,
     anonymously on an ``auth = "none"`` agent). Now ``server.max_body_bytes`` (4 MiB) holds, as on MCP and
     ``/v1/invoke``: 413 ``payload_too_large`` in the binding's shape, and no task is written."""
@@ -517,7 +393,7 @@ def test_a_body_over_the_limit_is_413_on_both_bindings(served: Served, path: str
 
 
 @pytest.mark.parametrize("path", ["open/a2a", "open/a2a/message:send"])
-def test_json_nested_too_deep_is_a_parse_error_without_internals(served: Served, path: str) -> None:
+def test_json_nested_too_deep_is_a_parse_error_without_internals(served: InvokeWorld, path: str) -> None:
     """Found by issue 9's attack trial: a body nested ~100,000 levels deep was -32603 with Python's
     "maximum recursion depth exceeded" message. It is a parse error (JSON-RPC 2.0 §5.1 -32700; HTTP+JSON
     400 ``parse_error``), and nothing of the server's internals reaches the client."""
@@ -550,7 +426,7 @@ def _normalized(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def _send_rpc(
-    served: Served, agent_id: str, message: dict[str, Any], *, extra: dict[str, str] | None = None, **params: Any
+    served: InvokeWorld, agent_id: str, message: dict[str, Any], *, extra: dict[str, str] | None = None, **params: Any
 ) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {served.alice}", **_V1, **(extra or {})}
     body = {"jsonrpc": "2.0", "id": "s-1", "method": "SendMessage", "params": {"message": message, **params}}
@@ -561,7 +437,7 @@ def _send_rpc(
     return answer
 
 
-def test_the_lean_and_the_sdk_path_answer_alike(served: Served) -> None:
+def test_the_lean_and_the_sdk_path_answer_alike(served: InvokeWorld) -> None:
     """A blocking SendMessage gets the same task from the lean path as from the SDK's handler (ids and
     timestamps aside), and GetTask then returns that task as stored, on either path."""
     answers = []
@@ -576,7 +452,7 @@ def test_the_lean_and_the_sdk_path_answer_alike(served: Served) -> None:
     assert answers[0]["artifacts"][0]["parts"] == [{"text": MESSAGE}]
 
 
-def test_the_lean_path_applies_history_length_to_the_answer_only(served: Served) -> None:
+def test_the_lean_path_applies_history_length_to_the_answer_only(served: InvokeWorld) -> None:
     message = _message_body(MESSAGE)["message"]
     task = _send_rpc(served, "echo", message, configuration={"historyLength": 0})["result"]["task"]
     assert "history" not in task
@@ -595,7 +471,7 @@ def test_the_lean_path_applies_history_length_to_the_answer_only(served: Served)
     ids=["agent-role", "empty-text", "long-context-id"],
 )
 def test_a_message_the_task_cannot_take_is_invalid_params_before_the_call(
-    served: Served, extra: dict[str, str], change: dict[str, Any], words: str
+    served: InvokeWorld, extra: dict[str, str], change: dict[str, Any], words: str
 ) -> None:
     """Before: a ROLE_AGENT message was -32603 with the SDK's ValueError text. Now it, an empty text part
     and a contextId the task store cannot hold are -32602 on both paths, before the agent is called
@@ -610,7 +486,7 @@ def test_a_message_the_task_cannot_take_is_invalid_params_before_the_call(
     assert text not in orjson.dumps(listed).decode()
 
 
-async def test_a_lean_task_is_stored_when_it_ends_and_a_dropped_client_cancels_it(served: Served) -> None:
+async def test_a_lean_task_is_stored_when_it_ends_and_a_dropped_client_cancels_it(served: InvokeWorld) -> None:
     """The lean path stores a task once, when it ends: while the call runs, ListTasks does not show it
     (nobody can know its id before the answer). A client that drops the request cancels the call (the
     backend sees the cancellation) and the task is stored CANCELED."""
@@ -627,10 +503,10 @@ async def test_a_lean_task_is_stored_when_it_ends_and_a_dropped_client_cancels_i
 
     async with httpx.AsyncClient(timeout=30) as http, anyio.create_task_group() as tg:
         tg.start_soon(functools.partial(http.post, f"{served.gateway.url}/waiter/a2a", json=body, headers=headers))
-        await _wait_for(served.folder / "marks" / f"started-{text}")
+        await wait_for_marker(served.folder / "marks" / f"started-{text}")
         assert in_context() == []
         tg.cancel_scope.cancel()  # the client drops the request
-    await _wait_for(served.folder / "marks" / f"cancelled-{text}")
+    await wait_for_marker(served.folder / "marks" / f"cancelled-{text}")
     with anyio.fail_after(10):
         while not (tasks := in_context()):  # noqa: ASYNC110  # the gateway's process stores it: nothing to wait on
             await anyio.sleep(0.05)

@@ -12,15 +12,14 @@ to install them.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
 import pytest
 
+from tests.e2e.registry_cli import create_user_with_key, run_cli
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
 NODE = ROOT / ".tools" / "node22" / "node_modules" / "node" / "bin" / "node"
@@ -40,6 +39,7 @@ backend = { type = "python", callable = "echo_agent:reply" }
 visibility = "public"  # its card is public; calling it still takes alice's credential
 """
 MESSAGE = "hello from the a2a-js client"
+EXAMPLES = (str(ROOT / "examples"),)
 
 
 @dataclass(frozen=True)
@@ -57,23 +57,6 @@ def _require_a2a_js() -> None:
         )
 
 
-def _cli(database_url: str, *args: str, stdin: str = "") -> str:
-    path = os.pathsep.join((str(ROOT / "src"), str(ROOT / "examples")))
-    env = {**os.environ, "PYTHONPATH": path, "NO_COLOR": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "hivegate", *args, "--database-url", database_url],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=90,
-        check=False,
-    )
-    assert result.returncode == 0, f"{args}: {result.stdout}{result.stderr}"
-    return result.stdout
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     _require_a2a_js()
@@ -81,10 +64,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     config = folder / "agents.toml"
     config.write_text(CONFIG, encoding="utf-8")
     database_url = f"sqlite+aiosqlite:///{folder / 'hivegate.db'}"
-    _cli(database_url, "users", "create", "alice", "--password-stdin", stdin="alice's password\n")
-    alice = _cli(database_url, "keys", "create", "--user", "alice").splitlines()[0].strip()
+    alice = create_user_with_key(database_url, "alice", pythonpath=EXAMPLES)
     assert alice.startswith("oag_"), alice
-    _cli(database_url, "agents", "apply", str(config))
+    run_cli(database_url, "agents", "apply", str(config), pythonpath=EXAMPLES)
     with run_gateway(config, database_url=database_url, env={"PYTHONPATH": str(ROOT / "examples")}) as running:
         yield Served(running, alice)
 

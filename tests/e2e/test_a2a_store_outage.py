@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -15,6 +12,7 @@ import httpx
 import pytest
 
 from hivegate.a2a.tasks import STORE_UNAVAILABLE_MESSAGE
+from tests.e2e.registry_cli import create_user_with_key, run_cli
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
 CONFIG = """
@@ -50,22 +48,6 @@ class Served:
     db: str
 
 
-def _cli(database_url: str, *args: str, stdin: str = "") -> str:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), str(ROOT / "examples"))), "NO_COLOR": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "hivegate", *args, "--database-url", database_url],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=90,
-        check=False,
-    )
-    assert result.returncode == 0, f"{args}: {result.stdout}{result.stderr}"
-    return result.stdout
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("a2a-attack")
@@ -73,11 +55,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     config.write_text(CONFIG, encoding="utf-8")
     db = str(folder / "hivegate.db")
     url = f"sqlite+aiosqlite:///{db}"
-    keys = {}
-    for user in ("alice", "bob"):
-        _cli(url, "users", "create", user, "--password-stdin", stdin=f"{user}'s password\n")
-        keys[user] = _cli(url, "keys", "create", "--user", user).splitlines()[0].strip()
-    _cli(url, "agents", "apply", str(config))
+    examples = (str(ROOT / "examples"),)
+    keys = {user: create_user_with_key(url, user, pythonpath=examples) for user in ("alice", "bob")}
+    run_cli(url, "agents", "apply", str(config), pythonpath=examples)
     with run_gateway(config, database_url=url, env={"PYTHONPATH": str(ROOT / "examples")}) as running:
         yield Served(running, keys["alice"], keys["bob"], db)
 

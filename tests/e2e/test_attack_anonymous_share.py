@@ -25,7 +25,6 @@ import httpx
 import pytest
 
 from tests.e2e.test_resource_exhaustion import (
-    AGENTS,
     BUDGET_ENV,
     HEADERS,
     INITIALIZE,
@@ -34,9 +33,8 @@ from tests.e2e.test_resource_exhaustion import (
     WAIT_SECONDS,
     World,
     call_echo,
-    run_cli,
+    serve_world,
 )
-from tests.gateway_process import run_gateway
 
 SESSIONS_PER_ADDRESS = 2
 SESSIONS_TOTAL = 10
@@ -48,21 +46,6 @@ ADDRESSES = [f"127.0.0.{n}" for n in range(2, 10)]
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    folder = tmp_path_factory.mktemp("anonymous-share")
-    config = folder / "agents.toml"
-    config.write_text(AGENTS, encoding="utf-8")
-    database_url = f"sqlite+aiosqlite:///{folder / 'hivegate.db'}"
-    run_cli(
-        database_url,
-        (("users", "create", "alice", "--password-stdin"), "alice's password\n"),
-        (("users", "create", "bob", "--password-stdin"), "bob's password\n"),
-    )
-    alice, bob, _ = run_cli(
-        database_url,
-        (("keys", "create", "--user", "alice"), ""),
-        (("keys", "create", "--user", "bob"), ""),
-        (("agents", "apply", str(config)), ""),
-    )
     env = {
         "PYTHONPATH": PYTHONPATH,
         **BUDGET_ENV,
@@ -70,8 +53,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         "HIVEGATE_MCP__MAX_SESSIONS_TOTAL": str(SESSIONS_TOTAL),
         "HIVEGATE_MCP__ANONYMOUS_BUDGET_SHARE": str(SHARE),
     }
-    with run_gateway(config, database_url=database_url, env=env) as gateway:
-        yield World(gateway, alice.splitlines()[0].strip(), bob.splitlines()[0].strip())
+    with serve_world(tmp_path_factory.mktemp("anonymous-share"), env) as served:
+        yield served
 
 
 def _http(world: World, address: str, key: str | None = None) -> httpx.AsyncClient:

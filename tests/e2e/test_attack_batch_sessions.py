@@ -21,9 +21,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.passwords import hash_password
 from hivegate.storage import open_storage
+from tests.e2e.registry_seed import add_key
 from tests.e2e.wire_gateway import WireWorld, wire_gateway
 
 VERSION = "2025-03-26"
@@ -51,11 +51,7 @@ async def _bob_key(world: WireWorld) -> str:
     credentials = storage.credentials
     try:
         bob = await credentials.create_user("bob", hash_password("bob pw"))
-        minted = mint_key(KeyKind.USER)
-        await credentials.create_api_key(
-            user_id=bob.id, agent_id=None, name="", key_hash=minted.digest, prefix=minted.prefix
-        )
-        return minted.plaintext
+        return await add_key(credentials, bob.id)
     finally:
         await storage.close()
 

@@ -12,9 +12,6 @@ poll with a deadline.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import asynccontextmanager
@@ -28,28 +25,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.gateway_process import ROOT, GatewayProcess, run_gateway
+from tests.e2e.marker_agent import WAITER_AGENT, wait_for_marker
+from tests.e2e.registry_cli import create_user_with_key, run_cli
+from tests.gateway_process import GatewayProcess, run_gateway
 
 MODES = ["legacy", "2026-07-28"]
-
-WAITER = '''
-import pathlib
-
-import anyio
-
-MARKS = pathlib.Path(__file__).parent / "marks"
-
-
-async def reply(invocation):
-    """Wait for ever; record the start and the cancellation (the tests read the marker files)."""
-    (MARKS / f"started-{invocation.message}").write_text("", encoding="utf-8")
-    try:
-        await anyio.sleep(120)
-    except anyio.get_cancelled_exc_class():
-        (MARKS / f"cancelled-{invocation.message}").write_text("", encoding="utf-8")
-        raise
-    return "too late"
-'''
 
 BROKEN = """
 raise RuntimeError("this module cannot be imported")
@@ -119,7 +99,7 @@ backend = { type = "python", callable = "waiter_agent:reply" }
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("calls")
     (root / "marks").mkdir()
-    (root / "waiter_agent.py").write_text(WAITER, encoding="utf-8")
+    (root / "waiter_agent.py").write_text(WAITER_AGENT, encoding="utf-8")
     (root / "broken_agent.py").write_text(BROKEN, encoding="utf-8")
     (root / "late_agent.py").write_text(LATE, encoding="utf-8")
     (root / "agents.toml").write_text(CONFIG, encoding="utf-8")
@@ -132,32 +112,14 @@ def gateway(folder: Path) -> Iterator[GatewayProcess]:
         yield running
 
 
-def _cli(database_url: str, *args: str, stdin: str = "") -> str:
-    """``python -m hivegate ARGS --database-url URL``; its stdout (it must succeed)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "NO_COLOR": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "hivegate", *args, "--database-url", database_url],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=90,
-        check=False,
-    )
-    assert result.returncode == 0, f"{args}: {result.stdout}{result.stderr}"
-    return result.stdout
-
-
 @pytest.fixture(scope="module")
 def user_gateway(folder: Path) -> Iterator[tuple[GatewayProcess, str]]:
     """A gateway whose registry holds alice's slow and waiter agents; alice's ``oag_`` key."""
     config = folder / "user-agents.toml"
     config.write_text(USER_CONFIG, encoding="utf-8")
     database_url = f"sqlite+aiosqlite:///{folder / 'hivegate.db'}"
-    _cli(database_url, "users", "create", "alice", "--password-stdin", stdin="alice's password\n")
-    key = _cli(database_url, "keys", "create", "--user", "alice").splitlines()[0].strip()
-    _cli(database_url, "agents", "apply", str(config))
+    key = create_user_with_key(database_url, "alice")
+    run_cli(database_url, "agents", "apply", str(config))
     with run_gateway(config, database_url=database_url) as running:
         yield running, key
 
@@ -170,14 +132,6 @@ async def _user_client(user_gateway: tuple[GatewayProcess, str], mode: str) -> A
         Client(streamable_http_client(f"{gateway.url}/mcp", http_client=http), mode=mode) as client,  # type: ignore[arg-type]
     ):
         yield client
-
-
-async def _wait_for(path: Path, seconds: float = 10.0) -> None:
-    """Poll for ``path`` (written by the gateway's process) until it exists; fail after ``seconds``."""
-    marker = anyio.Path(path)
-    with anyio.fail_after(seconds):
-        while not await marker.exists():  # noqa: ASYNC110  # another process writes it: nothing to wait on here
-            await anyio.sleep(0.05)
 
 
 def _mcp_error(exc: BaseException) -> MCPError:
@@ -227,7 +181,7 @@ async def test_a_backend_past_its_deadline_is_cancelled_and_answered_32003(
     assert caught.value.message == "Agent reply timeout"
     assert caught.value.data == {"code": "service_timeout", "timeout_seconds": 1.0}
     assert 1.0 <= elapsed < 10.0
-    await _wait_for(folder / "marks" / f"cancelled-{message}")
+    await wait_for_marker(folder / "marks" / f"cancelled-{message}")
 
 
 @pytest.mark.parametrize(("mode", "progress"), PATHS)
@@ -242,9 +196,9 @@ async def test_a_cancelled_call_cancels_the_backend_call(
                     "waiter", {"message": message}, progress_callback=_ignore_progress if progress else None
                 )
             )
-            await _wait_for(folder / "marks" / f"started-{message}")
+            await wait_for_marker(folder / "marks" / f"started-{message}")
             tg.cancel_scope.cancel()
-        await _wait_for(folder / "marks" / f"cancelled-{message}")
+        await wait_for_marker(folder / "marks" / f"cancelled-{message}")
         # the session is still usable after the cancel
         assert [t.name for t in (await client.list_tools()).tools] == ["waiter"]
 
@@ -297,9 +251,9 @@ async def test_on_the_user_endpoint_the_deadline_and_the_cancel_are_the_same(
             await client.call_tool("slow", {"message": timed_out})
         assert (caught.value.code, caught.value.message) == (-32003, "Agent reply timeout")
         assert caught.value.data == {"code": "service_timeout", "timeout_seconds": 1.0}
-        await _wait_for(folder / "marks" / f"cancelled-{timed_out}")
+        await wait_for_marker(folder / "marks" / f"cancelled-{timed_out}")
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: client.call_tool("waiter", {"message": cancelled}))
-            await _wait_for(folder / "marks" / f"started-{cancelled}")
+            await wait_for_marker(folder / "marks" / f"started-{cancelled}")
             tg.cancel_scope.cancel()
-        await _wait_for(folder / "marks" / f"cancelled-{cancelled}")
+        await wait_for_marker(folder / "marks" / f"cancelled-{cancelled}")

@@ -16,10 +16,9 @@ import pytest
 import pytest_asyncio
 
 import hivegate
-from hivegate.auth.passwords import hash_password
-from hivegate.storage import open_storage
 from tests.auth.oauth.conftest import Browser, checkboxes, pkce, text_of
 from tests.browser import chromium_page
+from tests.e2e.registry_seed import create_users
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
 CONFIG = """
@@ -77,12 +76,7 @@ FOURTEEN_DAYS = str(14 * 86_400)
 
 
 async def _seed(database_url: str) -> None:
-    storage = await open_storage(database_url)
-    store = storage.credentials
-    try:
-        await store.create_user("alice", hash_password("alice-password"))
-    finally:
-        await storage.close()
+    await create_users(database_url, {"alice": "alice-password"})
 
 
 @pytest.fixture(scope="module")

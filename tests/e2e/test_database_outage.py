@@ -17,13 +17,12 @@ stderr naming the database without its password, and exit status 4, no traceback
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -35,12 +34,13 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.oauth.pending import PendingRequests
 from hivegate.auth.passwords import hash_password
 from hivegate.auth.tokens import TokenCodec
 from hivegate.storage import open_storage
+from tests.e2e.registry_seed import add_key
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
+from tests.read_only_file import read_only
 from tests.tcp_proxy import TcpProxy, running_proxy
 
 SECRET = "outage-secret-0123456789abcdef0123456789abcdef"
@@ -92,11 +92,7 @@ async def _seed(database_url: str) -> str:
     store = storage.credentials
     try:
         alice = await store.create_user("alice", hash_password("alice pw"))
-        minted = mint_key(KeyKind.USER)
-        await store.create_api_key(
-            user_id=alice.id, agent_id=None, name="", key_hash=minted.digest, prefix=minted.prefix
-        )
-        return minted.plaintext
+        return await add_key(store, alice.id)
     finally:
         await storage.close()
 
@@ -381,31 +377,13 @@ def test_serve_and_cli_on_unreachable_postgres_are_one_line_and_exit_4(tmp_path:
         _assert_one_line_exit_4(*_command("serve", "--port", "0", "--database-url", url), shown)
 
 
-@contextlib.contextmanager
-def _immutable(path: Path) -> Generator[None]:
-    """Make ``path`` read-only even for root (``chattr +i``); skip where that is not possible."""
-    if os.geteuid() != 0:
-        path.chmod(0o444)
-        try:
-            yield
-        finally:
-            path.chmod(0o644)
-        return
-    if subprocess.run(["chattr", "+i", str(path)], capture_output=True, check=False).returncode != 0:
-        pytest.skip("running as root without chattr +i: cannot make a file read-only")
-    try:
-        yield
-    finally:
-        subprocess.run(["chattr", "-i", str(path)], capture_output=True, check=True)
-
-
 def test_serve_whose_start_up_writes_are_refused_is_one_error_line_and_exit_4(tmp_path: Path) -> None:
     """Issue 7 item 5: the database opens but refuses start-up's writes (read-only file, ``--config`` agents to
     apply): the lifespan fails with the one-line error (no traceback) and ``serve`` exits with status 4."""
     database = tmp_path / "hivegate.db"
     url = f"sqlite+aiosqlite:///{database}"
     anyio.run(_seed, url)  # migrated; the agents of the config file are not applied yet
-    with _immutable(database):
+    with read_only(database):
         done, elapsed = _command("serve", "--port", "0", "--database-url", url, "--config", str(_config(tmp_path)))
     assert done.returncode == 4, done.stderr
     assert f"cannot use the database {url}" in done.stderr

@@ -27,11 +27,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import TextContent
 
-from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.passwords import hash_password
 from hivegate.auth.tokens import TokenCodec
 from hivegate.storage import open_storage
 from hivegate.storage.oauth import GrantRecord
+from tests.e2e.registry_seed import add_key
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
 SIGNING_KEY = "discovery-signing-key-0123456789abcdef01234567"
@@ -133,13 +133,6 @@ async def _seed(database_url: str, base: str) -> dict[str, str]:
     try:
         users = {name: await credentials.create_user(name, hash_password(f"{name} pw")) for name in ("alice", "bob")}
 
-        async def key(user: str, agent_id: str | None) -> str:
-            minted = mint_key(KeyKind.USER if agent_id is None else KeyKind.AGENT)
-            await credentials.create_api_key(
-                user_id=users[user].id, agent_id=agent_id, name="", key_hash=minted.digest, prefix=minted.prefix
-            )
-            return minted.plaintext
-
         record = GrantRecord(
             id="grt_diary",
             user_id=users["alice"].id,
@@ -164,9 +157,9 @@ async def _seed(database_url: str, base: str) -> dict[str, str]:
             return minted
 
         return {
-            "alice": await key("alice", None),
-            "bob": await key("bob", None),
-            "alice_bak": await key("alice", "alice-vault"),
+            "alice": await add_key(credentials, users["alice"].id),
+            "bob": await add_key(credentials, users["bob"].id),
+            "alice_bak": await add_key(credentials, users["alice"].id, "alice-vault"),
             "oauth_user": token([f"{base}/mcp"]),
             "oauth_agent": token([f"{base}/alice-diary/mcp"]),
         }

@@ -17,29 +17,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import httpx2
 import pytest
 
-from tests.e2e.sse_session import SERVER_PYTHONPATH, SseSession, open_session, seed_principals
-from tests.gateway_process import GatewayProcess, run_gateway
+from tests.e2e.sse_session import SseSession, open_session
+from tests.e2e.sse_world import SseWorld, serve_sse_world
 
-AGENTS = """
-[[agents]]
-id = "alpha"
-name = "Alpha"
-owner = "alice"
-backend = { type = "python", callable = "echo_agent:reply" }
-
-[[agents]]
-id = "beta"
-name = "Beta"
-owner = "bob"
-backend = { type = "python", callable = "echo_agent:reply" }
-"""
 KIB = 1024
 PER_PRINCIPAL = 256 * KIB
 TOTAL = 300 * KIB
@@ -50,42 +36,23 @@ TIMEOUT_SECONDS = 30
 EXPIRY_SECONDS = 3
 
 
-@dataclass(frozen=True)
-class World:
-    gateway: GatewayProcess
-    credentials: dict[str, dict[str, str]]
-
-    @property
-    def mcp(self) -> str:
-        return f"{self.gateway.url}/mcp"
-
-    @property
-    def alpha(self) -> str:
-        return f"{self.gateway.url}/alpha/mcp"
-
-
-def _world(folder: Path, idle_timeout_seconds: float) -> Iterator[World]:
-    config = folder / "agents.toml"
-    config.write_text(AGENTS, encoding="utf-8")
-    database_url = f"sqlite+aiosqlite:///{folder / 'hivegate.db'}"
+def _world(folder: Path, idle_timeout_seconds: float) -> Iterator[SseWorld]:
     env = {
-        "PYTHONPATH": SERVER_PYTHONPATH,
-        "HIVEGATE_SECURITY__CREDENTIAL_CACHE_SECONDS": "0",
         "HIVEGATE_MCP__EVENT_STORE_BYTES_PER_PRINCIPAL": str(PER_PRINCIPAL),
         "HIVEGATE_MCP__EVENT_STORE_BYTES_TOTAL": str(TOTAL),
         "HIVEGATE_MCP__SESSION_IDLE_TIMEOUT_SECONDS": str(idle_timeout_seconds),
     }
-    with run_gateway(config, database_url=database_url, env=env) as gateway:
-        yield World(gateway, anyio.run(seed_principals, database_url, "alpha"))
+    with serve_sse_world(folder, env) as served:
+        yield served
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
+def world(tmp_path: Path) -> Iterator[SseWorld]:
     yield from _world(tmp_path, 1800)
 
 
 @pytest.fixture
-def expiring_world(tmp_path: Path) -> Iterator[World]:
+def expiring_world(tmp_path: Path) -> Iterator[SseWorld]:
     yield from _world(tmp_path, EXPIRY_SECONDS)
 
 
@@ -102,7 +69,7 @@ async def _flood(session: SseSession) -> tuple[str, str]:
     return session.cursors[100][0], session.cursors[100 + FLOOD_CALLS - 1][0]
 
 
-async def _victim(http: httpx2.AsyncClient, world: World) -> tuple[SseSession, str]:
+async def _victim(http: httpx2.AsyncClient, world: SseWorld) -> tuple[SseSession, str]:
     victim = await open_session(http, world.mcp, world.credentials["bob"])
     await victim.call(1, "beta", "bob's words")
     return victim, victim.cursors[1][0]
@@ -114,7 +81,7 @@ async def _still_served(victim: SseSession, cursor: str) -> None:
     assert resumed.messages[-1]["result"]["content"][0]["text"] == "bob's words"
 
 
-async def test_a_flooding_principal_evicts_only_its_own_events(world: World) -> None:
+async def test_a_flooding_principal_evicts_only_its_own_events(world: SseWorld) -> None:
     """Issue 7 item 2: a flood past the per-principal budget drops the flooder's oldest events; the
     victim's older events stay resumable, and its initialize and tools/call are served."""
     async with _http() as http:
@@ -132,7 +99,7 @@ async def test_a_flooding_principal_evicts_only_its_own_events(world: World) -> 
         assert answered[-1]["result"]["content"][0]["text"] == "still here"
 
 
-async def test_delete_frees_the_sessions_events(world: World) -> None:
+async def test_delete_frees_the_sessions_events(world: SseWorld) -> None:
     """Issue 7 item 2: after DELETE, a session's events no longer count against the total. Two floods
     would exceed it (pushing out the victim's, the oldest of all) unless the first was freed."""
     async with _http() as http:
@@ -145,7 +112,7 @@ async def test_delete_frees_the_sessions_events(world: World) -> None:
         await _still_served(victim, cursor)
 
 
-async def test_expiry_frees_the_sessions_events(expiring_world: World) -> None:
+async def test_expiry_frees_the_sessions_events(expiring_world: SseWorld) -> None:
     """Issue 7 item 2: an idle session that expires frees its events too (the victim's session is
     kept alive by its open GET stream)."""
     world = expiring_world

@@ -29,6 +29,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from tests.e2e.marker_agent import wait_for_marker
 from tests.gateway_process import GatewayProcess, run_gateway
 
 AGENTS = """
@@ -120,13 +121,6 @@ def _port(gateway: GatewayProcess) -> int:
     port = urlsplit(gateway.url).port
     assert port is not None
     return port
-
-
-async def _wait_for(path: Path, seconds: float = WAIT_S) -> None:
-    marker = anyio.Path(path)
-    with anyio.fail_after(seconds):
-        while not await marker.exists():  # noqa: ASYNC110  # another process writes it
-            await anyio.sleep(0.05)
 
 
 async def _progress(progress: float, total: float | None, message: str | None) -> None:
@@ -230,10 +224,10 @@ async def test_a_lean_legacy_call_cancelled_by_notification_gets_202_and_no_body
                 answers.append(await http.post(url, json=call, headers=headers))
 
             tg.start_soon(post)
-            await _wait_for(folder / "marks" / "started-lean-cancel")
+            await wait_for_marker(folder / "marks" / "started-lean-cancel")
             cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 41}}
             assert (await http.post(url, json=cancel, headers=headers)).status_code == 202
-    await _wait_for(folder / "marks" / "cancelled-lean-cancel")
+    await wait_for_marker(folder / "marks" / "cancelled-lean-cancel")
     assert answers[0].status_code == 202
     assert answers[0].content == b""
     _no_server_errors(gateway)
@@ -246,9 +240,9 @@ async def test_a_client_that_disconnects_cancels_the_backend_call(
     message = f"disconnect-{progress}"
     _, writer = await asyncio.open_connection("127.0.0.1", _port(gateway))
     writer.write(_modern_call(_port(gateway), "waiter", message, progress=progress))
-    await _wait_for(folder / "marks" / f"started-{message}")
+    await wait_for_marker(folder / "marks" / f"started-{message}")
     writer.close()
-    await _wait_for(folder / "marks" / f"cancelled-{message}")
+    await wait_for_marker(folder / "marks" / f"cancelled-{message}")
     async with httpx.AsyncClient(timeout=WAIT_S) as http:
         assert (await http.get(f"{gateway.url}/healthz")).status_code == 200
     _no_server_errors(gateway)

@@ -34,9 +34,8 @@ import anyio
 import pytest
 from playwright.sync_api import expect
 
-from hivegate.auth.passwords import hash_password
-from hivegate.storage import open_storage
 from tests.browser import chromium_page, require_chromium
+from tests.e2e.registry_seed import create_users
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
 pytestmark = pytest.mark.browser
@@ -80,13 +79,7 @@ def _require_mcp_remote() -> None:
 
 
 async def _seed(database_url: str) -> None:
-    storage = await open_storage(database_url)
-    credentials = storage.credentials
-    try:
-        await credentials.create_user("alice", hash_password(ALICE_PASSWORD))
-        await credentials.create_user("bob", hash_password("bob's own password"))
-    finally:
-        await storage.close()
+    await create_users(database_url, {"alice": ALICE_PASSWORD, "bob": "bob's own password"})
 
 
 @pytest.fixture(scope="module")

@@ -26,9 +26,9 @@ import anyio
 import httpx
 import pytest
 
-from hivegate.auth.passwords import hash_password
 from hivegate.storage import open_storage
 from tests.auth.oauth.conftest import Browser, pkce
+from tests.e2e.registry_seed import create_users
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
 AGENTS = """
@@ -53,12 +53,7 @@ INITIALIZE = {
 
 
 async def _seed(database_url: str) -> None:
-    storage = await open_storage(database_url)
-    credentials = storage.credentials
-    try:
-        await credentials.create_user("alice", hash_password("alice-password"))
-    finally:
-        await storage.close()
+    await create_users(database_url, {"alice": "alice-password"})
 
 
 @pytest.fixture

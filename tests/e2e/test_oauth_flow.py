@@ -38,16 +38,17 @@ import pytest
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 from mcp_types import TextContent
 from playwright.sync_api import Page, expect
 from pydantic import AnyUrl
 
-from hivegate.auth.passwords import hash_password
 from hivegate.storage import open_storage
 from tests.auth.tls import DocServer, make_loopback_pki
 from tests.browser import chromium_page, require_chromium
+from tests.e2e.registry_seed import create_users
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
+from tests.oauth_token_storage import MemoryTokenStorage
 
 pytestmark = pytest.mark.browser
 
@@ -133,13 +134,7 @@ class World:
 
 
 async def _seed(database_url: str) -> None:
-    storage = await open_storage(database_url)
-    credentials = storage.credentials
-    try:
-        await credentials.create_user("alice", hash_password(ALICE_PASSWORD))
-        await credentials.create_user("bob", hash_password(BOB_PASSWORD))
-    finally:
-        await storage.close()
+    await create_users(database_url, {"alice": ALICE_PASSWORD, "bob": BOB_PASSWORD})
 
 
 @pytest.fixture(scope="module")
@@ -169,24 +164,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     finally:
         documents.close()
         callback.close()
-
-
-class MemoryTokenStorage:
-    def __init__(self) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self.client = client_info
 
 
 # --- the browser (sync Playwright, run in a worker thread: no asyncio loop there) --------------------------------

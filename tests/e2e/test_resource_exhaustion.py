@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from collections.abc import AsyncGenerator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncGenerator, Generator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -35,6 +34,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import TextContent
 
+from tests.e2e.registry_cli import cli_at_once, first_line
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
 AGENTS = """
@@ -88,8 +88,8 @@ INITIALIZE = {
     "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
 }
 PYTHONPATH = os.pathsep.join([str(ROOT / "src"), str(ROOT / "examples")])
+EXAMPLES = (str(ROOT / "examples"),)
 """This checkout's sources first (not whichever hivegate is installed), and the demo agents."""
-CLI_TIMEOUT_SECONDS = 90
 WAIT_SECONDS = 30
 INTERNAL_ERROR = -32603
 
@@ -101,49 +101,33 @@ class World:
     bob: str
 
 
-def run_cli(database_url: str, *commands: tuple[tuple[str, ...], str]) -> list[str]:
-    """Run ``python -m hivegate ARGS`` for each ``(args, stdin)`` at once; their stdouts, in order."""
-    env = {**os.environ, "PYTHONPATH": PYTHONPATH, "NO_COLOR": "1"}
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "hivegate", *args, "--database-url", database_url],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=ROOT,
-        )
-        for args, _ in commands
-    ]
-    outputs: list[str] = []
-    for process, (args, stdin) in zip(processes, commands, strict=True):
-        out, err = process.communicate(stdin, timeout=CLI_TIMEOUT_SECONDS)
-        assert process.returncode == 0, f"{args}: {out}{err}"
-        outputs.append(out)
-    return outputs
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    folder = tmp_path_factory.mktemp("exhaustion")
+@contextmanager
+def serve_world(folder: Path, env: dict[str, str]) -> Generator[World]:
+    """Serve :data:`AGENTS` from a SQLite registry in ``folder`` with alice and bob and an ``oag_`` key each."""
     config = folder / "agents.toml"
     config.write_text(AGENTS, encoding="utf-8")
     database_url = f"sqlite+aiosqlite:///{folder / 'hivegate.db'}"
-    run_cli(
+    cli_at_once(
         database_url,
         (("users", "create", "alice", "--password-stdin"), "alice's password\n"),
         (("users", "create", "bob", "--password-stdin"), "bob's password\n"),
+        pythonpath=EXAMPLES,
     )
-    alice, bob, _ = run_cli(
+    alice, bob, _ = cli_at_once(
         database_url,
         (("keys", "create", "--user", "alice"), ""),
         (("keys", "create", "--user", "bob"), ""),
         (("agents", "apply", str(config)), ""),
+        pythonpath=EXAMPLES,
     )
-    env = {"PYTHONPATH": PYTHONPATH, **BUDGET_ENV}
     with run_gateway(config, database_url=database_url, env=env) as gateway:
-        yield World(gateway, alice.splitlines()[0].strip(), bob.splitlines()[0].strip())
+        yield World(gateway, first_line(alice), first_line(bob))
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    with serve_world(tmp_path_factory.mktemp("exhaustion"), {"PYTHONPATH": PYTHONPATH, **BUDGET_ENV}) as served:
+        yield served
 
 
 def _rss_mib(pid: int) -> float:

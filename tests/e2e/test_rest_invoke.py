@@ -11,14 +11,9 @@ MCP server only), ``off`` (``a2a_enabled = false``), ``nomcp`` (``mcp_enabled = 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -37,175 +32,50 @@ from mcp.client.streamable_http import streamable_http_client
 from hivegate.auth.tokens import TokenCodec
 from hivegate.storage import open_storage
 from hivegate.storage.oauth import GrantRecord
-from tests.gateway_process import ROOT, GatewayProcess, run_gateway
+from tests.e2e.invoke_world import ALICE_AGENTS, OPEN_AND_BOB_AGENTS, InvokeWorld, serve_invoke_world
+from tests.e2e.marker_agent import wait_for_marker
 
-WAITER = '''
-import pathlib
-
-import anyio
-
-MARKS = pathlib.Path(__file__).parent / "marks"
-
-
-async def reply(invocation):
-    """Wait until cancelled; record the start and the cancellation (the tests read the marker files)."""
-    (MARKS / f"started-{invocation.message}").write_text("", encoding="utf-8")
-    try:
-        await anyio.sleep(120)
-    except anyio.get_cancelled_exc_class():
-        (MARKS / f"cancelled-{invocation.message}").write_text("", encoding="utf-8")
-        raise
-    return "too late"
-
-
-def fail(invocation):
-    from hivegate.errors import AgentError
-
-    raise AgentError(f"cannot answer {invocation.message}")
-'''
-
-CONFIG = """
+CONFIG = (
+    """
 [server]
 max_body_bytes = 65536
-
-[[agents]]
-id = "echo"
-name = "Echo"
-owner = "alice"
-backend = { type = "python", callable = "echo_agent:reply" }
-
-[[agents]]
-id = "echo2"
-name = "Echo two"
-owner = "alice"
-backend = { type = "python", callable = "echo_agent:reply" }
-
-[[agents]]
-id = "waiter"
-name = "Waiter"
-owner = "alice"
-backend = { type = "python", callable = "waiter_agent:reply" }
-
-[[agents]]
-id = "slow"
-name = "Slow"
-owner = "alice"
-invoke_timeout_seconds = 1
-backend = { type = "python", callable = "waiter_agent:reply" }
-
-[[agents]]
-id = "failing"
-name = "Failing"
-owner = "alice"
-backend = { type = "python", callable = "waiter_agent:fail" }
-
-[[agents]]
-id = "notes"
-name = "Notes"
-owner = "alice"
-backend = { type = "python", server = "notes_agent:server" }
-
-[[agents]]
-id = "off"
-name = "Off"
-owner = "alice"
-a2a_enabled = false
-backend = { type = "python", callable = "echo_agent:reply" }
-
+"""
+    + ALICE_AGENTS
+    + """
 [[agents]]
 id = "nomcp"
 name = "No MCP"
 owner = "alice"
 mcp_enabled = false
 backend = { type = "python", callable = "echo_agent:reply" }
-
-[[agents]]
-id = "open"
-name = "Open"
-owner = "alice"
-auth = "none"
-backend = { type = "python", callable = "echo_agent:reply" }
-
-[[agents]]
-id = "bobecho"
-name = "Bob's echo"
-owner = "bob"
-backend = { type = "python", callable = "echo_agent:reply" }
 """
+    + OPEN_AND_BOB_AGENTS
+)
 
 MESSAGE = "hello over rest invoke"
 SIGNING_KEY = "rest-invoke-signing-key-0123456789abcdef0123"
 TIMEOUT = 30
 
 
-@dataclass(frozen=True)
-class Served:
-    gateway: GatewayProcess
-    folder: Path
-    alice: str
-    bob: str
-    alice_echo_bak: str
-    database_url: str
-
-    def url(self, agent_id: str) -> str:
-        return f"{self.gateway.url}/{agent_id}/v1/invoke"
-
-
-def _cli(database_url: str, *args: str, stdin: str = "", path: str = "") -> str:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), path)), "NO_COLOR": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "hivegate", *args, "--database-url", database_url],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=90,
-        check=False,
-    )
-    assert result.returncode == 0, f"{args}: {result.stdout}{result.stderr}"
-    return result.stdout
-
-
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    folder = tmp_path_factory.mktemp("rest")
-    (folder / "marks").mkdir()
-    (folder / "waiter_agent.py").write_text(WAITER, encoding="utf-8")
-    config = folder / "agents.toml"
-    config.write_text(CONFIG, encoding="utf-8")
-    database_url = f"sqlite+aiosqlite:///{folder / 'hivegate.db'}"
-    path = os.pathsep.join((str(ROOT / "examples"), str(folder)))
-    keys: dict[str, str] = {}
-    for user in ("alice", "bob"):
-        _cli(database_url, "users", "create", user, "--password-stdin", stdin=f"{user}'s password\n")
-        keys[user] = _cli(database_url, "keys", "create", "--user", user).splitlines()[0].strip()
-    _cli(database_url, "agents", "apply", str(config), path=path)
-    bak = _cli(database_url, "keys", "create", "--user", "alice", "--agent", "echo").splitlines()[0].strip()
-    env = {"PYTHONPATH": path, "HIVEGATE_SECURITY__TOKEN_SIGNING_KEY": SIGNING_KEY}
-    with run_gateway(config, database_url=database_url, env=env) as running:
-        yield Served(running, folder, keys["alice"], keys["bob"], bak, database_url)
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InvokeWorld]:
+    with serve_invoke_world(
+        tmp_path_factory.mktemp("rest"), CONFIG, {"HIVEGATE_SECURITY__TOKEN_SIGNING_KEY": SIGNING_KEY}
+    ) as world:
+        yield world
 
 
 def _auth(key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-def _post(served: Served, agent_id: str, body: Any, key: str | None, **headers: str) -> httpx.Response:
-    return httpx.post(served.url(agent_id), json=body, headers={**_auth(key), **headers}, timeout=TIMEOUT)
+def _post(served: InvokeWorld, agent_id: str, body: Any, key: str | None, **headers: str) -> httpx.Response:
+    return httpx.post(served.invoke_url(agent_id), json=body, headers={**_auth(key), **headers}, timeout=TIMEOUT)
 
 
 def _frames(response: httpx.Response) -> list[dict[str, Any]]:
     """The JSON payloads of the ``data:`` lines of an SSE body (comments and blank lines skipped)."""
     return [orjson.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
-
-
-async def _wait_for(path: Path, seconds: float = 10.0) -> None:
-    """Poll for ``path`` (the gateway's process writes it) until it exists; fail after ``seconds``."""
-    marker = anyio.Path(path)
-    with anyio.fail_after(seconds):
-        while not await marker.exists():  # noqa: ASYNC110  # another process writes it: nothing to wait on here
-            await anyio.sleep(0.05)
 
 
 def _error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
@@ -216,7 +86,7 @@ def _error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
     return body["error"]
 
 
-def test_blocking_call_returns_the_reply_and_a_context_id(served: Served) -> None:
+def test_blocking_call_returns_the_reply_and_a_context_id(served: InvokeWorld) -> None:
     response = _post(served, "echo", {"message": MESSAGE}, served.alice)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("application/json")
@@ -229,7 +99,7 @@ def test_blocking_call_returns_the_reply_and_a_context_id(served: Served) -> Non
     assert (again["text"], again["context_id"]) == ("next", body["context_id"])
 
 
-def test_sse_sends_a_delta_per_word_then_one_done(served: Served) -> None:
+def test_sse_sends_a_delta_per_word_then_one_done(served: InvokeWorld) -> None:
     response = _post(served, "echo", {"message": MESSAGE}, served.alice, accept="text/event-stream")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
@@ -243,7 +113,7 @@ def test_sse_sends_a_delta_per_word_then_one_done(served: Served) -> None:
     assert done["context_id"]
 
 
-def test_accept_chooses_json_or_sse(served: Served) -> None:
+def test_accept_chooses_json_or_sse(served: InvokeWorld) -> None:
     for accept in ("application/json, text/event-stream", "*/*", "application/json"):
         response = _post(served, "echo", {"message": "both"}, served.alice, accept=accept)
         assert response.headers["content-type"].startswith("application/json"), accept
@@ -252,14 +122,14 @@ def test_accept_chooses_json_or_sse(served: Served) -> None:
         assert response.headers["content-type"].startswith("text/event-stream"), accept
 
 
-def test_credentials_of_every_kind(served: Served) -> None:
+def test_credentials_of_every_kind(served: InvokeWorld) -> None:
     assert _post(served, "echo", {"message": "a"}, served.alice_echo_bak).json()["text"] == "a"
     via_header = _post(served, "echo", {"message": "b"}, None, **{"X-Agent-API-Key": served.alice_echo_bak})
     assert via_header.json()["text"] == "b"
     assert _post(served, "open", {"message": "c"}, None).json()["text"] == "c"
 
 
-async def test_oauth_access_token_for_the_agents_resource(served: Served) -> None:
+async def test_oauth_access_token_for_the_agents_resource(served: InvokeWorld) -> None:
     """An OAuth access token with the agent's MCP endpoint in its audience and scope ``agent:echo``."""
     storage = await open_storage(served.database_url)
     try:
@@ -284,19 +154,19 @@ async def test_oauth_access_token_for_the_agents_resource(served: Served) -> Non
         subject=alice.id, audience=[f"{base}/echo/mcp"], client_id="rest-client", scopes=grant.scopes, grant_id=grant.id
     )
     async with httpx.AsyncClient(timeout=TIMEOUT) as http:
-        accepted = await http.post(served.url("echo"), json={"message": "by token"}, headers=_auth(token))
+        accepted = await http.post(served.invoke_url("echo"), json={"message": "by token"}, headers=_auth(token))
         assert (accepted.status_code, accepted.json()["text"]) == (200, "by token")
-        other = await http.post(served.url("echo2"), json={"message": "x"}, headers=_auth(token))
+        other = await http.post(served.invoke_url("echo2"), json={"message": "x"}, headers=_auth(token))
     error = _error(other, 401, "unauthorized")  # the token was not issued for echo2's resource
     assert error["type"] == "authentication_error"
     assert 'error="invalid_token"' in other.headers["www-authenticate"]
 
 
-def test_mcp_disabled_does_not_switch_rest_invoke_off(served: Served) -> None:
+def test_mcp_disabled_does_not_switch_rest_invoke_off(served: InvokeWorld) -> None:
     assert _post(served, "nomcp", {"message": "still here"}, served.alice).json()["text"] == "still here"
 
 
-def test_refusals(served: Served) -> None:
+def test_refusals(served: InvokeWorld) -> None:
     missing = _post(served, "echo", {"message": "x"}, None)
     _error(missing, 401, "unauthorized")
     assert missing.headers["www-authenticate"].startswith("Bearer")
@@ -308,16 +178,18 @@ def test_refusals(served: Served) -> None:
     _error(_post(served, "nobody", {"message": "x"}, served.alice), 404, "agent_not_found")
     _error(_post(served, "off", {"message": "x"}, served.alice), 404, "agent_not_found")
     _error(_post(served, "notes", {"message": "x"}, served.alice), 501, "agent_not_invocable")
-    wrong_method = httpx.get(served.url("echo"), headers=_auth(served.alice), timeout=TIMEOUT)
+    wrong_method = httpx.get(served.invoke_url("echo"), headers=_auth(served.alice), timeout=TIMEOUT)
     _error(wrong_method, 405, "method_not_allowed")
     assert wrong_method.headers["allow"] == "POST"
-    text = httpx.post(served.url("echo"), content=b"hi", headers={**_auth(served.alice), "content-type": "text/plain"})
+    text = httpx.post(
+        served.invoke_url("echo"), content=b"hi", headers={**_auth(served.alice), "content-type": "text/plain"}
+    )
     _error(text, 415, "unsupported_media_type")
     _error(_post(served, "echo", {"message": "x"}, served.alice, accept="image/png"), 406, "not_acceptable")
     big = _post(served, "echo", {"message": "x" * 70_000}, served.alice)
     assert _error(big, 413, "payload_too_large")["type"] == "invalid_request_error"
     broken = httpx.post(
-        served.url("echo"), content=b"{", headers={**_auth(served.alice), "content-type": "application/json"}
+        served.invoke_url("echo"), content=b"{", headers={**_auth(served.alice), "content-type": "application/json"}
     )
     _error(broken, 400, "parse_error")
     _error(_post(served, "echo", [1], served.alice), 400, "invalid_request")
@@ -329,7 +201,7 @@ def test_refusals(served: Served) -> None:
     assert _error(file_ref, 400, "invalid_params")["param"] == "attachments"
 
 
-def test_agent_failure_is_a_200_with_is_error(served: Served) -> None:
+def test_agent_failure_is_a_200_with_is_error(served: InvokeWorld) -> None:
     body = _post(served, "failing", {"message": "this"}, served.alice).json()
     assert (body["message"], body["is_error"], body["text"]) == ("ok", True, "cannot answer this")
     assert (body["code"], body["error"]) == ("agent_error", "cannot answer this")
@@ -338,35 +210,35 @@ def test_agent_failure_is_a_200_with_is_error(served: Served) -> None:
     assert (frames[0]["is_error"], frames[0]["code"], frames[0]["text"]) == (True, "agent_error", "cannot answer that")
 
 
-async def test_deadline_is_504_or_error_then_done(served: Served) -> None:
+async def test_deadline_is_504_or_error_then_done(served: InvokeWorld) -> None:
     text = f"slow-{uuid.uuid4().hex[:8]}"
     _error(_post(served, "slow", {"message": text}, served.alice), 504, "service_timeout")
-    await _wait_for(served.folder / "marks" / f"cancelled-{text}")  # the deadline cancelled the backend call
+    await wait_for_marker(served.folder / "marks" / f"cancelled-{text}")  # the deadline cancelled the backend call
     text = f"short-{uuid.uuid4().hex[:8]}"
     streamed = _post(served, "waiter", {"message": text, "timeout_ms": 300}, served.alice, accept="text/event-stream")
     frames = _frames(streamed)
     assert [frame["type"] for frame in frames] == ["error", "done"]
     assert (frames[0]["code"], frames[0]["status_code"]) == ("service_timeout", 504)
     assert (frames[1]["code"], frames[1]["is_error"]) == ("service_timeout", True)
-    await _wait_for(served.folder / "marks" / f"cancelled-{text}")  # timeout_ms shortened the agent's deadline
+    await wait_for_marker(served.folder / "marks" / f"cancelled-{text}")  # timeout_ms shortened the agent's deadline
 
 
 @pytest.mark.parametrize("accept", ["application/json", "text/event-stream"])
-async def test_a_client_that_disconnects_cancels_the_call(served: Served, accept: str) -> None:
+async def test_a_client_that_disconnects_cancels_the_call(served: InvokeWorld, accept: str) -> None:
     text = f"leave-{uuid.uuid4().hex[:8]}"
     async with httpx.AsyncClient(headers=_auth(served.alice), timeout=TIMEOUT) as http, anyio.create_task_group() as tg:
 
         async def call() -> None:
-            await http.post(served.url("waiter"), json={"message": text}, headers={"accept": accept})
+            await http.post(served.invoke_url("waiter"), json={"message": text}, headers={"accept": accept})
 
         tg.start_soon(call)
-        await _wait_for(served.folder / "marks" / f"started-{text}")
+        await wait_for_marker(served.folder / "marks" / f"started-{text}")
         tg.cancel_scope.cancel()  # the request is abandoned: httpx closes its connection
-    await _wait_for(served.folder / "marks" / f"cancelled-{text}")
+    await wait_for_marker(served.folder / "marks" / f"cancelled-{text}")
     assert "Traceback" not in served.gateway.output()
 
 
-async def test_same_reply_over_mcp_a2a_and_rest(served: Served) -> None:
+async def test_same_reply_over_mcp_a2a_and_rest(served: InvokeWorld) -> None:
     """Issue 9 acceptance: the same message gets the same reply text over MCP tools/call, A2A
     SendMessage and /v1/invoke."""
     text = "the same words three ways"
@@ -403,12 +275,12 @@ _FIELDS = ("message", "context_id", "timeout_ms", "idempotency_key", "metadata",
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=st.dictionaries(st.sampled_from(_FIELDS), _JSON, max_size=6) | _JSON)
-def test_hostile_bodies_never_500(served: Served, body: Any) -> None:
+def test_hostile_bodies_never_500(served: InvokeWorld, body: Any) -> None:
     """Any JSON body gets a 200 (a reply) or a 400 in the envelope, never a server error."""
     if isinstance(body, dict) and "timeout_ms" in body:
         body = {**body, "timeout_ms": 100}  # keep a call short if the rest of the body is valid
     response = httpx.post(
-        served.url("open"),
+        served.invoke_url("open"),
         content=json.dumps(body).encode(),
         headers={"content-type": "application/json"},
         timeout=TIMEOUT,

@@ -16,46 +16,20 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 
-import anyio
 import httpx2
 import pytest
 
-from tests.e2e.sse_session import SERVER_PYTHONPATH, Resumed, open_session, seed_principals
-from tests.gateway_process import GatewayProcess, run_gateway
+from tests.e2e.sse_session import Resumed, open_session
+from tests.e2e.sse_world import SseWorld, serve_sse_world
 
-AGENTS = """
-[[agents]]
-id = "alpha"
-name = "Alpha"
-owner = "alice"
-backend = { type = "python", callable = "echo_agent:reply" }
-
-[[agents]]
-id = "beta"
-name = "Beta"
-owner = "bob"
-backend = { type = "python", callable = "echo_agent:reply" }
-"""
 TIMEOUT_SECONDS = 30
 
 
-@dataclass(frozen=True)
-class World:
-    gateway: GatewayProcess
-    credentials: dict[str, dict[str, str]]
-
-
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    folder = tmp_path_factory.mktemp("resumption")
-    config = folder / "agents.toml"
-    config.write_text(AGENTS, encoding="utf-8")
-    database_url = f"sqlite+aiosqlite:///{folder / 'hivegate.db'}"
-    env = {"PYTHONPATH": SERVER_PYTHONPATH, "HIVEGATE_SECURITY__CREDENTIAL_CACHE_SECONDS": "0"}
-    with run_gateway(config, database_url=database_url, env=env) as gateway:
-        yield World(gateway, anyio.run(seed_principals, database_url, "alpha"))
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SseWorld]:
+    with serve_sse_world(tmp_path_factory.mktemp("resumption")) as served:
+        yield served
 
 
 @asynccontextmanager
@@ -90,13 +64,13 @@ async def _two_callers(url: str, first: dict[str, str], second: dict[str, str], 
         (await victim.resume(attacker.cursors[7][0])).assert_refused()
 
 
-async def test_two_users_on_the_user_endpoint_resume_only_their_own_streams(world: World) -> None:
+async def test_two_users_on_the_user_endpoint_resume_only_their_own_streams(world: SseWorld) -> None:
     """Issue 7 item 1: on ``/mcp``, bob's cursor never replays alice's results, nor alice's id."""
     c = world.credentials
     await _two_callers(f"{world.gateway.url}/mcp", c["alice"], c["bob"], ("alpha", "beta"))
 
 
-async def test_an_oag_and_a_bak_caller_on_one_agent_resume_only_their_own_streams(world: World) -> None:
+async def test_an_oag_and_a_bak_caller_on_one_agent_resume_only_their_own_streams(world: SseWorld) -> None:
     """Issue 7 item 1: on ``/alpha/mcp``, a ``bak_`` caller cannot read an ``oag_`` caller's results (and back)."""
     c = world.credentials
     url = f"{world.gateway.url}/alpha/mcp"
@@ -104,7 +78,7 @@ async def test_an_oag_and_a_bak_caller_on_one_agent_resume_only_their_own_stream
     await _two_callers(url, c["alice_bak"], c["alice"], ("alpha", "alpha"))
 
 
-async def test_a_session_id_presented_by_another_principal_replays_nothing(world: World) -> None:
+async def test_a_session_id_presented_by_another_principal_replays_nothing(world: SseWorld) -> None:
     """Issue 7 item 1: a ``bak_`` caller holding an ``oag_`` caller's session id and event id gets nothing."""
     c = world.credentials
     async with _http() as http:
@@ -114,7 +88,7 @@ async def test_a_session_id_presented_by_another_principal_replays_nothing(world
         (await intruder.resume(victim.cursors[3][0])).assert_refused()
 
 
-async def test_a_resume_replays_only_the_later_events_of_that_stream_in_order(world: World) -> None:
+async def test_a_resume_replays_only_the_later_events_of_that_stream_in_order(world: SseWorld) -> None:
     """Issue 7 item 1: streams of one session stay apart; a resume starts after its cursor, oldest first."""
     async with _http() as http:
         session = await open_session(http, f"{world.gateway.url}/alpha/mcp", world.credentials["alice"])
@@ -134,7 +108,7 @@ async def test_a_resume_replays_only_the_later_events_of_that_stream_in_order(wo
         assert last == Resumed(200, [], None)
 
 
-async def test_an_unknown_event_id_is_refused_with_a_json_rpc_error(world: World) -> None:
+async def test_an_unknown_event_id_is_refused_with_a_json_rpc_error(world: SseWorld) -> None:
     """Issue 7 item 1: an id never issued is 400 ``unknown_event_id``, before any stream opens."""
     for path in ("/mcp", "/alpha/mcp"):
         async with _http() as http:

@@ -9,7 +9,6 @@ binding of a handshake-era session to the user who opened it.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import asynccontextmanager
@@ -28,6 +27,7 @@ from mcp.server.subscriptions import ToolsListChanged
 from mcp.shared.exceptions import MCPError
 from mcp_types import PromptReference, Resource, TextContent, TextResourceContents, ToolListChangedNotification
 
+from tests.e2e.registry_cli import cli_at_once, first_line
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
 AGENTS = """
@@ -78,7 +78,7 @@ INITIALIZE = {
 }
 TODAY_URI = "memo://alice/today?lang=en&tag=a b"
 WRAPPED_TODAY = "hivegate://agents/alice-echo/resource?uri=" + quote(TODAY_URI, safe="")
-CLI_TIMEOUT_SECONDS = 90
+EXAMPLES = (str(ROOT / "examples"),)
 CALL_TIMEOUT_SECONDS = 30
 
 
@@ -98,51 +98,28 @@ class World:
         return f"{self.gateway.url}/mcp"
 
 
-def _cli(database_url: str, *commands: tuple[tuple[str, ...], str]) -> list[str]:
-    """Run ``python -m hivegate ARGS`` for each ``(args, stdin)`` at once; their stdouts, in order."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "examples")]), "NO_COLOR": "1"}
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "hivegate", *args, "--database-url", database_url],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=ROOT,
-        )
-        for args, _ in commands
-    ]
-    outputs: list[str] = []
-    for process, (args, stdin) in zip(processes, commands, strict=True):
-        out, err = process.communicate(stdin, timeout=CLI_TIMEOUT_SECONDS)
-        assert process.returncode == 0, f"{args}: {out}{err}"
-        outputs.append(out)
-    return outputs
-
-
-def _key(stdout: str) -> str:
-    return stdout.splitlines()[0].strip()
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     folder = tmp_path_factory.mktemp("user-endpoint")
     config = folder / "agents.toml"
     config.write_text(AGENTS, encoding="utf-8")
     database_url = f"sqlite+aiosqlite:///{folder / 'hivegate.db'}"
-    _cli(database_url, (("users", "create", "alice", "--password-stdin"), "alice's password\n"))
-    _, alice, alice_other, _ = _cli(
+    cli_at_once(
+        database_url, (("users", "create", "alice", "--password-stdin"), "alice's password\n"), pythonpath=EXAMPLES
+    )
+    _, alice, alice_other, _ = cli_at_once(
         database_url,
         (("users", "create", "bob", "--password-stdin"), "bob's password\n"),
         (("keys", "create", "--user", "alice"), ""),
         (("keys", "create", "--user", "alice", "--name", "second"), ""),
         (("agents", "apply", str(config)), ""),
+        pythonpath=EXAMPLES,
     )
-    bob, agent_key = _cli(
+    bob, agent_key = cli_at_once(
         database_url,
         (("keys", "create", "--user", "bob"), ""),
         (("keys", "create", "--user", "alice", "--agent", "alice-echo"), ""),
+        pythonpath=EXAMPLES,
     )
     env = {
         "PYTHONPATH": str(ROOT / "examples"),
@@ -151,7 +128,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         "HIVEGATE_MCP__DEFAULT_PAGE_SIZE": "2",
     }
     with run_gateway(config, database_url=database_url, env=env) as gateway:
-        yield World(gateway, database_url, _key(alice), _key(alice_other), _key(bob), _key(agent_key))
+        yield World(
+            gateway, database_url, first_line(alice), first_line(alice_other), first_line(bob), first_line(agent_key)
+        )
 
 
 @asynccontextmanager

@@ -13,10 +13,7 @@ Spec: MCP 2026-07-28 basic/transports; MCP 2025-11-25 basic/transports#session-m
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.e2e.registry_cli import first_line, run_cli
 from tests.e2e.test_user_endpoint import AGENTS
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
@@ -55,23 +53,6 @@ class Pair:
     bob: str
 
 
-def _cli(database_url: str, *args: str, stdin: str = "") -> str:
-    """``python -m hivegate ARGS --database-url URL``; its first line of output (a key, for ``keys create``)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "examples")]), "NO_COLOR": "1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "hivegate", *args, "--database-url", database_url],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=CLI_TIMEOUT_SECONDS,
-        check=False,
-    )
-    assert done.returncode == 0, f"{args}: {done.stdout}{done.stderr}"
-    return (done.stdout.splitlines() or [""])[0].strip()
-
-
 def _messages(response: httpx.Response) -> list[dict[str, Any]]:
     """The JSON-RPC messages of a response, whether one JSON object or an SSE stream."""
     if response.headers["content-type"].startswith("application/json"):
@@ -88,10 +69,16 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     config.write_text(AGENTS, encoding="utf-8")
     database = folder / "lean.db"
     database_url = f"sqlite+aiosqlite:///{database}"
+    examples = (str(ROOT / "examples"),)
     for user in ("alice", "bob"):
-        _cli(database_url, "users", "create", user, "--password-stdin", stdin=f"{user}'s password\n")
-    _cli(database_url, "agents", "apply", str(config))
-    alice, bob = (_cli(database_url, "keys", "create", "--user", user) for user in ("alice", "bob"))
+        run_cli(
+            database_url, "users", "create", user, "--password-stdin", stdin=f"{user}'s password\n", pythonpath=examples
+        )
+    run_cli(database_url, "agents", "apply", str(config), pythonpath=examples)
+    alice, bob = (
+        first_line(run_cli(database_url, "keys", "create", "--user", user, pythonpath=examples))
+        for user in ("alice", "bob")
+    )
     shutil.copyfile(database, folder / "sdk.db")
     env = {"PYTHONPATH": str(ROOT / "examples"), "HIVEGATE_SECURITY__CREDENTIAL_CACHE_SECONDS": "0"}
     with (

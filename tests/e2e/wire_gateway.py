@@ -22,9 +22,9 @@ from pathlib import Path
 
 import anyio
 
-from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.passwords import hash_password
 from hivegate.storage import open_storage
+from tests.e2e.registry_seed import add_key
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 
 __all__ = ["WireWorld", "wire_gateway"]
@@ -83,14 +83,11 @@ async def _seed(database_url: str) -> dict[str, str]:
     try:
         alice = await credentials.create_user("alice", hash_password("alice pw"))
 
-        async def key(agent_id: str | None) -> str:
-            minted = mint_key(KeyKind.USER if agent_id is None else KeyKind.AGENT)
-            await credentials.create_api_key(
-                user_id=alice.id, agent_id=agent_id, name="", key_hash=minted.digest, prefix=minted.prefix
-            )
-            return minted.plaintext
-
-        return {"oag": await key(None), "bak": await key("keyed"), "bak_notes": await key("keyed-notes")}
+        return {
+            "oag": await add_key(credentials, alice.id),
+            "bak": await add_key(credentials, alice.id, "keyed"),
+            "bak_notes": await add_key(credentials, alice.id, "keyed-notes"),
+        }
     finally:
         await storage.close()
 

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import os
 import sqlite3
 import subprocess
-import time
 from collections.abc import AsyncGenerator, Generator, Iterator
 from pathlib import Path
 
@@ -30,7 +28,9 @@ from hivegate.storage.sql.agents import SqlAgentStore
 from hivegate.storage.sql.credentials import SqlCredentialStore
 from hivegate.storage.sql.engine import SqlDatabase, SqlStore
 from hivegate.storage.sql.oauth import SqlOAuthStore
+from tests.read_only_file import read_only
 from tests.storage.cleanup import clean_database
+from tests.storage.time_bound import bounded
 from tests.tcp_proxy import TcpProxy, running_proxy
 
 LIMITS = DatabaseLimits(connect_timeout_seconds=1.0, statement_timeout_seconds=1.0, pool_timeout_seconds=1.0)
@@ -42,14 +42,6 @@ def _agent(agent_id: str) -> AgentSpec:
     return AgentSpec.model_validate(
         {"id": agent_id, "name": agent_id, "owner": "alice", "backend": {"type": "python", "callable": "m:f"}}
     )
-
-
-@contextlib.contextmanager
-def _bounded(seconds: float) -> Generator[None]:
-    started = time.monotonic()
-    yield
-    elapsed = time.monotonic() - started
-    assert elapsed < seconds, f"took {elapsed:.1f} s, limit {seconds:.1f} s"
 
 
 @contextlib.contextmanager
@@ -102,7 +94,7 @@ async def test_locked_sqlite_reads_and_writes_fail_within_the_statement_timeout(
         with _sqlite_lock(_path(sqlite_url), "BEGIN EXCLUSIVE", exclusive_mode=True):
             for call in (sqlite_store.get("a"), sqlite_store.apply([_agent("b")]), credentials.get_user("usr_x")):
                 with (
-                    _bounded(LIMITS.statement_timeout_seconds + MARGIN_SECONDS),
+                    bounded(LIMITS.statement_timeout_seconds + MARGIN_SECONDS),
                     pytest.raises(StoreUnavailableError) as caught,
                 ):
                     await call
@@ -121,30 +113,12 @@ async def test_sqlite_refusing_writes_fails_ping_but_serves_reads(sqlite_url: st
     await sqlite_store.ping()
     with _sqlite_lock(_path(sqlite_url), "BEGIN IMMEDIATE"):
         assert await sqlite_store.get("a") is not None  # WAL: readers are not blocked by the writer
-        with _bounded(2 + MARGIN_SECONDS), pytest.raises(StoreUnavailableError, match="locked"):
+        with bounded(2 + MARGIN_SECONDS), pytest.raises(StoreUnavailableError, match="locked"):
             await sqlite_store.ping()
         with pytest.raises(StoreUnavailableError):
             await sqlite_store.delete("a")
     await sqlite_store.ping()
     assert await sqlite_store.get("a") is not None  # the probe wrote nothing
-
-
-@contextlib.contextmanager
-def _read_only(path: Path) -> Generator[None]:
-    """Make the SQLite file read-only for this process (root ignores modes: an immutable file then)."""
-    if os.geteuid() != 0:
-        path.chmod(0o444)
-        try:
-            yield
-        finally:
-            path.chmod(0o644)
-        return
-    if subprocess.run(["chattr", "+i", str(path)], capture_output=True, check=False).returncode != 0:
-        pytest.skip("running as root without chattr +i: cannot make a file read-only")
-    try:
-        yield
-    finally:
-        subprocess.run(["chattr", "-i", str(path)], capture_output=True, check=True)
 
 
 async def test_read_only_sqlite_file_refuses_writes_with_store_unavailable(sqlite_url: str) -> None:
@@ -153,7 +127,7 @@ async def test_read_only_sqlite_file_refuses_writes_with_store_unavailable(sqlit
     setup = storage.agents
     await setup.apply([_agent("a")])
     await storage.close()
-    with _read_only(_path(sqlite_url)):
+    with read_only(_path(sqlite_url)):
         database = SqlDatabase(sqlite_url, LIMITS)  # a new process's connections, opened on the read-only file
         store = SqlAgentStore(database)
         try:
@@ -172,7 +146,7 @@ async def test_exhausted_pool_is_store_unavailable_within_the_pool_timeout(sqlit
         for _ in range(15):  # SQLAlchemy's default pool: 5 connections + 10 overflow
             await held.enter_async_context(sqlite_store.engine.connect())
         with (
-            _bounded(LIMITS.pool_timeout_seconds + MARGIN_SECONDS),
+            bounded(LIMITS.pool_timeout_seconds + MARGIN_SECONDS),
             pytest.raises(StoreUnavailableError, match="pool exhausted"),
         ):
             await sqlite_store.get("a")
@@ -226,10 +200,10 @@ async def test_postgres_refused_is_store_unavailable_at_once(proxied: str, proxy
     try:
         await store.apply([_agent("a")])
         proxy.refuse()
-        with _bounded(MARGIN_SECONDS), pytest.raises(StoreUnavailableError) as caught:
+        with bounded(MARGIN_SECONDS), pytest.raises(StoreUnavailableError) as caught:
             await store.get("a")
         _assert_names_database(caught.value, proxy)
-        with _bounded(MARGIN_SECONDS), pytest.raises(StoreUnavailableError):
+        with bounded(MARGIN_SECONDS), pytest.raises(StoreUnavailableError):
             await open_storage(proxied, LIMITS)  # start-up: the migration cannot connect
         proxy.forward()
         assert await store.get("a") is not None  # recovers once the database is back
@@ -249,10 +223,10 @@ async def test_postgres_that_does_not_answer_fails_within_the_limits(proxied: st
         proxy.blackhole()
         bound = LIMITS.connect_timeout_seconds + 2 * (LIMITS.statement_timeout_seconds + 1) + MARGIN_SECONDS
         for call in (store.get("a"), credentials.get_user("usr_x"), store.ping()):
-            with _bounded(bound), pytest.raises(StoreUnavailableError) as caught:
+            with bounded(bound), pytest.raises(StoreUnavailableError) as caught:
                 await call
             _assert_names_database(caught.value, proxy)
-        with _bounded(LIMITS.connect_timeout_seconds + MARGIN_SECONDS), pytest.raises(StoreUnavailableError):
+        with bounded(LIMITS.connect_timeout_seconds + MARGIN_SECONDS), pytest.raises(StoreUnavailableError):
             await open_storage(proxied, LIMITS)  # start-up against a database that never answers
         proxy.forward()
         assert await store.get("a") is not None

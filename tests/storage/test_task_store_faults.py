@@ -7,11 +7,9 @@ Real failures: a SQLite file locked by another connection, PostgreSQL behind the
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import sqlite3
-import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -27,6 +25,7 @@ from hivegate.storage.sql.engine import SqlStore
 from hivegate.storage.sql.tasks import SqlA2ATasks, SqlTaskStore
 from hivegate.storage.tasks import GatewayTaskStore
 from tests.storage.cleanup import clean_database
+from tests.storage.time_bound import bounded
 from tests.tcp_proxy import TcpProxy, running_proxy
 
 LIMITS = DatabaseLimits(connect_timeout_seconds=1.0, statement_timeout_seconds=1.0, pool_timeout_seconds=1.0)
@@ -40,14 +39,6 @@ def _context(_: ServerCallContext) -> str:
 
 def _task(task_id: str = "t-1") -> Task:
     return Task(id=task_id, context_id="c-1", status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED))
-
-
-@contextlib.contextmanager
-def _bounded(seconds: float) -> Generator[None]:
-    started = time.monotonic()
-    yield
-    elapsed = time.monotonic() - started
-    assert elapsed < seconds, f"took {elapsed:.1f} s, limit {seconds:.1f} s"
 
 
 def _every_call(storage: Storage, store: GatewayTaskStore) -> list[Callable[[], Awaitable[object]]]:
@@ -101,7 +92,7 @@ async def test_locked_sqlite_is_store_unavailable_within_the_statement_timeout(
     holder.execute("BEGIN EXCLUSIVE")
     try:
         for call in _every_call(storage, store):
-            with _bounded(LIMITS.statement_timeout_seconds + MARGIN_SECONDS), pytest.raises(StoreUnavailableError):
+            with bounded(LIMITS.statement_timeout_seconds + MARGIN_SECONDS), pytest.raises(StoreUnavailableError):
                 await call()
     finally:
         holder.execute("ROLLBACK")
@@ -127,7 +118,7 @@ async def test_postgres_refused_is_store_unavailable_and_recovers(proxy: tuple[s
             await store.save(_task(), ServerCallContext())
             tcp.refuse()
             for call in _every_call(storage, store):
-                with _bounded(MARGIN_SECONDS), pytest.raises(StoreUnavailableError) as caught:
+                with bounded(MARGIN_SECONDS), pytest.raises(StoreUnavailableError) as caught:
                     await call()
                 assert f"127.0.0.1:{tcp.port}" in caught.value.database
             tcp.forward()

@@ -10,28 +10,11 @@ from __future__ import annotations
 
 import httpx2
 from mcp.client.auth import OAuthClientProvider
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 from pydantic import AnyUrl
 
 from tests.auth.oauth.conftest import CALLBACK, Browser, OAuthServer, query
-
-
-class MemoryTokenStorage:
-    def __init__(self) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self.client = client_info
+from tests.oauth_token_storage import MemoryTokenStorage
 
 
 async def test_official_client_gets_a_token_for_the_agent(oauth: OAuthServer, browser: Browser) -> None:
