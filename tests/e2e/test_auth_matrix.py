@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import secrets
 import socket
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,6 +24,19 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from a2a.client import ClientConfig, create_client
+from a2a.helpers import get_artifact_text
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    TaskState,
+)
+from a2a.utils.errors import TaskNotCancelableError
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -484,3 +498,32 @@ def test_a2a_bindings(world: World, agent: str, credential: str, binding: str) -
         assert f'resource_metadata="{base}/.well-known/oauth-protected-resource/{agent}/mcp"' in challenge
     else:
         assert challenge == ""
+
+
+@pytest.mark.parametrize("agent", ["alpha", "off"])
+async def test_the_a2a_sdk_client_works_with_an_oauth_token(world: World, agent: str) -> None:
+    """Issue 9 acceptance, the OAuth half (the ``oag_`` half is tests/e2e/test_a2a_bindings.py): the a2a-sdk
+    client, from the card URL alone and with an OAuth access token of a grant naming both agents, sends
+    (blocking), streams, gets, lists and cancels on two agents of one gateway (``off`` has MCP switched
+    off: its token audience is its MCP endpoint all the same). The echo finishes before a cancel can
+    reach it, so the cancel is answered TaskNotCancelable: the credential passed and the task was found."""
+    headers = world.credentials["oauth"]
+    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        for streaming in (False, True):
+            config = ClientConfig(httpx_client=http, streaming=streaming, supported_protocol_bindings=["JSONRPC"])
+            client = await create_client(f"{world.gateway.url}/{agent}", client_config=config)
+            try:
+                message = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()), parts=[Part(text="via oauth")])
+                with anyio.fail_after(30):
+                    events = [event async for event in client.send_message(SendMessageRequest(message=message))]
+                    task = [event.task for event in events if event.HasField("task")][-1]
+                    if streaming:
+                        task = await client.get_task(GetTaskRequest(id=task.id))
+                    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+                    assert get_artifact_text(task.artifacts[0]) == "via oauth"
+                    assert (await client.get_task(GetTaskRequest(id=task.id))).id == task.id
+                    assert task.id in [t.id for t in (await client.list_tasks(ListTasksRequest())).tasks]
+                    with pytest.raises(TaskNotCancelableError):
+                        await client.cancel_task(CancelTaskRequest(id=task.id))
+            finally:
+                await client.close()
