@@ -76,10 +76,12 @@ def test_an_unknown_agent_gets_the_agent_planes_answer_on_both_paths(gateway: Ga
 
 
 @pytest.mark.parametrize("path", ["/agents/echo/mcp/x", "//mcp", "/agents//mcp", "/nothing"])
-def test_other_paths_are_starlettes_404(gateway: GatewayProcess, path: str) -> None:
-    """(An MCP endpoint with a trailing slash, ``/mcp/``, is a JSON-RPC 404: tests/e2e/test_attack_unrouted.py.)"""
+def test_other_paths_are_the_rest_planes_404(gateway: GatewayProcess, path: str) -> None:
+    """(An MCP endpoint with a trailing slash, ``/mcp/``, is a JSON-RPC 404: tests/e2e/test_attack_unrouted.py.)
+    Before issue 9's attack trial this was Starlette's plain-text "Not Found"."""
     response = httpx.get(f"{gateway.url}{path}", timeout=TIMEOUT_SECONDS)
-    assert (response.status_code, response.text) == (404, "Not Found")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
 
 
 def test_fixed_routes_keep_their_methods(gateway: GatewayProcess) -> None:

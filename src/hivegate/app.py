@@ -34,8 +34,9 @@ from contextlib import asynccontextmanager
 
 import anyio
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -43,11 +44,12 @@ from hivegate import __version__
 from hivegate.a2a.card_routes import AgentCardEndpoints
 from hivegate.a2a.discovery import DISCOVERY_PATH
 from hivegate.auth.oauth.endpoints import OAuthPlaneErrors
-from hivegate.errors import NotFoundError, StoreUnavailableError
+from hivegate.errors import MethodNotAllowedError, NotFoundError, StoreUnavailableError
 from hivegate.gateway import Gateway
 from hivegate.home import HomePage
 from hivegate.mcp.rendering import jsonrpc_error_response
 from hivegate.rest.invoke import INVOKE_TAIL
+from hivegate.rest.rendering import rest_error_response
 from hivegate.routing import RouteTable
 
 __all__ = ["READINESS_TIMEOUT_SECONDS", "Gateway", "create_app"]
@@ -91,6 +93,7 @@ def create_app(gateway: Gateway) -> RouteTable:
             *cards.routes(),
         ],
         lifespan=lifespan,
+        exception_handlers={404: _not_found, 405: _method_not_allowed},
     )
     # No "/mcp/" → "/mcp" (or "/oauth/token/" → "/oauth/token") redirects: they would be built
     # from an unchecked Host header.
@@ -111,6 +114,20 @@ def create_app(gateway: Gateway) -> RouteTable:
         agent_documents={**dict.fromkeys(cards.agent_documents(), rest), INVOKE_TAIL: surfaces.rest},
         a2a=surfaces.a2a,
     )
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    """A path no plane serves: 404 ``not_found`` in the REST envelope (``docs/rest.md``), not Starlette's
+    plain text (found by issue 9's attack trial: ``//{id}/a2a``, ``/{id}/v1/invoke/``)."""
+    return rest_error_response(NotFoundError("No endpoint at this path"))
+
+
+async def _method_not_allowed(request: Request, exc: Exception) -> Response:
+    """A method a route does not take: 405 ``method_not_allowed`` in the REST envelope, with ``Allow``."""
+    error = MethodNotAllowedError(f"{request.method[:20]} is not allowed here")
+    if isinstance(exc, HTTPException) and exc.headers and "Allow" in exc.headers:
+        error.headers["Allow"] = exc.headers["Allow"]
+    return rest_error_response(error)
 
 
 class McpLookalikes:

@@ -78,3 +78,29 @@ def test_an_mcp_endpoint_with_a_trailing_slash_is_a_json_rpc_404(
     assert body["error"]["code"] == -32600
     assert body["error"]["data"]["code"] == "not_found"
     assert path[:-1] in body["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/nothing/here", 404),
+        ("POST", "//echo/a2a", 404),
+        ("POST", "/echo/v1/invoke/", 404),
+        ("GET", "/echo/a2a2", 404),
+        ("POST", "/healthz", 405),
+        ("DELETE", "/", 405),
+    ],
+)
+def test_every_other_unrouted_request_gets_the_rest_envelope(
+    gateway: GatewayProcess, method: str, path: str, status: int
+) -> None:
+    """Found by issue 9's attack trial: paths no plane serves (``//{id}/a2a``, ``/{id}/v1/invoke/``) and
+    methods a route does not take got Starlette's plain-text answer. Now the REST plane's JSON envelope
+    (docs/rest.md) with code ``not_found`` / ``method_not_allowed``; a 405 keeps ``Allow``."""
+    response = httpx.request(method, gateway.url + path, timeout=10)
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json"), response.text
+    error = response.json()["error"]
+    assert error["code"] == ("not_found" if status == 404 else "method_not_allowed"), error
+    if status == 405:
+        assert "GET" in response.headers["allow"], response.headers
