@@ -7,10 +7,7 @@ answer (``database.sqlite_synchronous = "normal"``: WAL, durable through a kille
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,19 +15,9 @@ from typing import Any
 import anyio
 import httpx
 
+from tests.e2e.marker_agent import WAITER_AGENT, wait_for_marker
+from tests.e2e.registry_cli import run_cli
 from tests.gateway_process import ROOT, run_gateway
-
-WAITER = """
-import pathlib
-
-import anyio
-
-
-async def reply(invocation):
-    (pathlib.Path(__file__).parent / "marks" / f"started-{invocation.message}").write_text("", encoding="utf-8")
-    await anyio.sleep(120)
-    return "too late"
-"""
 
 CONFIG = """
 [[agents]]
@@ -69,30 +56,6 @@ async def _in_context(http: httpx.AsyncClient, url: str, agent_id: str, context_
     return tasks
 
 
-def _create_user(database_url: str) -> None:
-    created = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hivegate",
-            "users",
-            "create",
-            "alice",
-            "--password-stdin",
-            "--database-url",
-            database_url,
-        ],
-        input="alice's password\n",
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        cwd=ROOT,
-        timeout=90,
-        check=False,
-    )
-    assert created.returncode == 0, created.stdout + created.stderr
-
-
 async def _send_until_killed(http: httpx.AsyncClient, url: str, body: dict[str, Any]) -> None:
     with contextlib.suppress(httpx.TransportError):  # the gateway is killed under this request
         await http.post(url, json=body, headers=_V1)
@@ -100,12 +63,14 @@ async def _send_until_killed(http: httpx.AsyncClient, url: str, body: dict[str, 
 
 async def test_a_killed_gateway_keeps_answered_tasks_and_leaves_no_half_made_one(tmp_path: Path) -> None:
     (tmp_path / "marks").mkdir()
-    (tmp_path / "waiter_agent.py").write_text(WAITER, encoding="utf-8")
+    (tmp_path / "waiter_agent.py").write_text(WAITER_AGENT, encoding="utf-8")
     config = tmp_path / "agents.toml"
     config.write_text(CONFIG, encoding="utf-8")
     database_url = f"sqlite+aiosqlite:///{tmp_path / 'hivegate.db'}"
     env = {"PYTHONPATH": f"{ROOT / 'examples'}:{tmp_path}"}
-    await anyio.to_thread.run_sync(_create_user, database_url)
+    await anyio.to_thread.run_sync(
+        lambda: run_cli(database_url, "users", "create", "alice", "--password-stdin", stdin="alice's password\n")
+    )
     running_context, answered_context = str(uuid.uuid4()), str(uuid.uuid4())
     text = f"killed-{uuid.uuid4().hex[:8]}"
     with run_gateway(config, database_url=database_url, env=env) as gateway:
@@ -114,10 +79,7 @@ async def test_a_killed_gateway_keeps_answered_tasks_and_leaves_no_half_made_one
         answered = answer.json()["result"]["task"]
         async with httpx.AsyncClient(timeout=30) as http, anyio.create_task_group() as tg:
             tg.start_soon(_send_until_killed, http, f"{gateway.url}/waiter/a2a", _send_body(text, running_context))
-            marker = anyio.Path(tmp_path / "marks" / f"started-{text}")
-            with anyio.fail_after(20):
-                while not await marker.exists():  # noqa: ASYNC110  # the gateway's process writes it
-                    await anyio.sleep(0.05)
+            await wait_for_marker(tmp_path / "marks" / f"started-{text}", 20)
             gateway.process.send_signal(signal.SIGKILL)
             with anyio.fail_after(20):
                 assert await anyio.to_thread.run_sync(gateway.process.wait) == -signal.SIGKILL
