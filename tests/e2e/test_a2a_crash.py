@@ -38,18 +38,14 @@ backend = { type = "python", callable = "waiter_agent:reply" }
 _V1 = {"A2A-Version": "1.0"}
 
 
-def _send_body(text: str, context_id: str) -> dict[str, Any]:
-    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}], "contextId": context_id}
+def _send_body(text: str) -> dict[str, Any]:
+    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
     return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
 
 
-async def _in_context(http: httpx.AsyncClient, url: str, agent_id: str, context_id: str) -> list[dict[str, Any]]:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 2,
-        "method": "ListTasks",
-        "params": {"contextId": context_id, "includeArtifacts": True},
-    }
+async def _listed(http: httpx.AsyncClient, url: str, agent_id: str) -> list[dict[str, Any]]:
+    """Every task of the (anonymous, loopback) caller on ``agent_id``: each agent gets one message here."""
+    body = {"jsonrpc": "2.0", "id": 2, "method": "ListTasks", "params": {"includeArtifacts": True}}
     response = await http.post(f"{url}/{agent_id}/a2a", json=body, headers=_V1)
     assert response.status_code == 200, response.text
     tasks: list[dict[str, Any]] = response.json()["result"].get("tasks", [])
@@ -71,14 +67,13 @@ async def test_a_killed_gateway_keeps_answered_tasks_and_leaves_no_half_made_one
     await anyio.to_thread.run_sync(
         lambda: run_cli(database_url, "users", "create", "alice", "--password-stdin", stdin="alice's password\n")
     )
-    running_context, answered_context = str(uuid.uuid4()), str(uuid.uuid4())
     text = f"killed-{uuid.uuid4().hex[:8]}"
     with run_gateway(config, database_url=database_url, env=env) as gateway:
         async with httpx.AsyncClient(timeout=30) as http:
-            answer = await http.post(f"{gateway.url}/echo/a2a", json=_send_body("kept", answered_context), headers=_V1)
+            answer = await http.post(f"{gateway.url}/echo/a2a", json=_send_body("kept"), headers=_V1)
         answered = answer.json()["result"]["task"]
         async with httpx.AsyncClient(timeout=30) as http, anyio.create_task_group() as tg:
-            tg.start_soon(_send_until_killed, http, f"{gateway.url}/waiter/a2a", _send_body(text, running_context))
+            tg.start_soon(_send_until_killed, http, f"{gateway.url}/waiter/a2a", _send_body(text))
             await wait_for_marker(tmp_path / "marks" / f"started-{text}", 20)
             gateway.process.send_signal(signal.SIGKILL)
             with anyio.fail_after(20):
@@ -86,8 +81,8 @@ async def test_a_killed_gateway_keeps_answered_tasks_and_leaves_no_half_made_one
             tg.cancel_scope.cancel()
     with run_gateway(config, database_url=database_url, env=env) as restarted:
         async with httpx.AsyncClient(timeout=30) as http:
-            kept = await _in_context(http, restarted.url, "echo", answered_context)
-            assert await _in_context(http, restarted.url, "waiter", running_context) == []
+            kept = await _listed(http, restarted.url, "echo")
+            assert await _listed(http, restarted.url, "waiter") == []
         assert [t["id"] for t in kept] == [answered["id"]]
         assert kept[0]["status"]["state"] == "TASK_STATE_COMPLETED"
         assert kept[0]["artifacts"][0]["parts"][0]["text"] == "kept"
