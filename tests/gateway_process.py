@@ -88,7 +88,12 @@ def run_gateway(
         args += ["--config", str(config)]
     args += list(extra_args)
     # Tests not about rate limits make many calls a minute: a limit they never reach, unless they set one.
-    proc_env = {**os.environ, "PYTHONUNBUFFERED": "1", "HIVEGATE_RATE_LIMITS__CALLS_PER_MINUTE": "1000000", **(env or {})}
+    proc_env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "HIVEGATE_RATE_LIMITS__CALLS_PER_MINUTE": "1000000",
+        **(env or {}),
+    }
     # this checkout's src first, whatever PYTHONPATH the test passes (else a worktree runs another install's code)
     proc_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), proc_env.get("PYTHONPATH")) if p)
     process = subprocess.Popen(
