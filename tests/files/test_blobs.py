@@ -18,6 +18,10 @@ BLOB = "file_" + "a" * 32
 ALICE = Principal(kind=CredentialKind.USER_KEY, user_id="u-alice", username="alice", credential_id="k1", agents=None)
 
 
+def _listing(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.iterdir())
+
+
 def _age(path: Path, seconds: float) -> None:
     then = time.time() - seconds
     os.utime(path, (then, then))
@@ -27,7 +31,7 @@ async def _collect(store: LocalBlobStore, blob_id: str) -> bytes:
     return b"".join([chunk async for chunk in store.read(blob_id)])
 
 
-async def _chunks(*parts: bytes):  # noqa: ANN202  # an async generator of the parts
+async def _chunks(*parts: bytes):  # an async generator of the parts
     for part in parts:
         yield part
 
@@ -40,13 +44,13 @@ async def test_commit_makes_the_blob_and_abort_leaves_nothing(tmp_path: Path) ->
     assert not (tmp_path / "blobs" / BLOB).exists()  # invisible until committed
     await writer.commit(BLOB)
     assert await _collect(store, BLOB) == b"hello world"
-    assert list((tmp_path / "blobs" / "tmp").iterdir()) == []
+    assert _listing(tmp_path / "blobs" / "tmp") == []
     aborted = await store.writer()
     await aborted.write(b"x" * 1000)
     await aborted.abort()
     await aborted.abort()
-    assert sorted(p.name for p in (tmp_path / "blobs").iterdir()) == [BLOB, "tmp"]
-    assert list((tmp_path / "blobs" / "tmp").iterdir()) == []
+    assert _listing(tmp_path / "blobs") == [BLOB, "tmp"]
+    assert _listing(tmp_path / "blobs" / "tmp") == []
     escaping = await store.writer()
     with pytest.raises(ValueError, match="not a blob id"):
         await escaping.commit("../escape")
@@ -62,7 +66,7 @@ async def test_sweep_removes_old_orphans_and_temporaries_only(tmp_path: Path) ->
         await writer.write(blob_id.encode())
         await writer.commit(blob_id)
     (tmp_path / "tmp" / "0123.part").write_bytes(b"partial")  # a writer's file when the process died
-    temporaries = list((tmp_path / "tmp").iterdir())
+    temporaries = [tmp_path / "tmp" / name for name in _listing(tmp_path / "tmp")]
     (tmp_path / "notes.txt").write_text("not ours", encoding="utf-8")
     for path in [tmp_path / kept, tmp_path / orphan, tmp_path / "notes.txt", *temporaries]:
         _age(path, ORPHAN_GRACE_SECONDS + 60)
@@ -72,8 +76,8 @@ async def test_sweep_removes_old_orphans_and_temporaries_only(tmp_path: Path) ->
         return {kept} & set(ids)
 
     assert await store.sweep(ORPHAN_GRACE_SECONDS, known) == [orphan]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([kept, young, "notes.txt", "tmp"])
-    assert list((tmp_path / "tmp").iterdir()) == []
+    assert _listing(tmp_path) == sorted([kept, young, "notes.txt", "tmp"])
+    assert _listing(tmp_path / "tmp") == []
 
 
 async def test_upload_over_the_size_limit_or_quota_keeps_nothing(tmp_path: Path) -> None:
@@ -86,9 +90,9 @@ async def test_upload_over_the_size_limit_or_quota_keeps_nothing(tmp_path: Path)
     with pytest.raises(QuotaExceededError) as refused:  # 20 + 6 > 25: refused after the bytes arrived
         await files.upload(ALICE, "c.bin", "application/octet-stream", _chunks(b"123456"))
     assert refused.value.code == "quota_exceeded"
-    blobs_left = sorted(p.name for p in tmp_path.iterdir() if p.name != "tmp")
+    blobs_left = [name for name in _listing(tmp_path) if name != "tmp"]
     assert len(blobs_left) == 2
-    assert list((tmp_path / "tmp").iterdir()) == []
+    assert _listing(tmp_path / "tmp") == []
     assert first.size == 10
     assert first.sha256 == "c775e7b757ede630cd0aa1113bd102661ab38829ca52a6422ab782862f268646"
 

@@ -1,4 +1,4 @@
-"""Rate limits per credential × agent (issue 10 item 4): the token bucket, the limit's precedence, the bound on memory."""
+"""Rate limits per credential × agent (issue 10 item 4): the token bucket, the limit's precedence, bounded memory."""
 
 from __future__ import annotations
 

@@ -52,8 +52,9 @@ async def test_add_get_and_usage(files: FileStore) -> None:
 
 async def test_quota_of_bytes_and_files_stores_nothing_beyond(files: FileStore) -> None:
     await files.add(record(size=60), 100, 2)
+    too_big = record(size=41)
     with pytest.raises(FileQuotaExceeded):
-        await files.add(too_big := record(size=41), 100, 2)
+        await files.add(too_big, 100, 2)
     assert await files.get(too_big.id) is None
     await files.add(record(size=40), 100, 2)
     with pytest.raises(FileQuotaExceeded):
@@ -111,4 +112,4 @@ async def test_purge_deletes_expired_records_and_their_usage(files: FileStore) -
 
 async def test_naive_datetimes_are_refused(files: FileStore) -> None:
     with pytest.raises(ValueError, match="aware"):
-        await files.purge_expired(datetime(2026, 1, 1))  # noqa: DTZ001  # the naive datetime under test
+        await files.purge_expired(datetime(2026, 1, 1))  # the naive datetime under test
