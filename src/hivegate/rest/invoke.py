@@ -11,7 +11,8 @@ Per request (``docs/rest.md``):
    401 as a private agent, with one 404 ``agent_not_found``;
 3. ``Content-Type`` must be JSON (415) and ``Accept`` must admit JSON or SSE (406); the body is read
    up to ``server.max_body_bytes`` (413) and parsed (:func:`parse_body`, 400);
-4. once the agent is found invocable (else 501, step 5), the call is admitted by the host's policy (:mod:`hivegate.policy.calls`): the caller's rate limit on
+4. once the agent is found invocable (else 501, step 5), the call is admitted by the host's policy
+   (:mod:`hivegate.policy.calls`): the caller's rate limit on
    the agent (429 ``rate_limited`` with ``Retry-After``), then each ``file_id`` attachment resolved to the
    uploaded file's bytes (400 ``invalid_params`` for one the caller may not use; nothing is invoked);
 5. the agent's call target (its backend started on first use; none → 501 ``agent_not_invocable``)
