@@ -39,6 +39,9 @@ SQLite database in a temporary directory (``bench/gate_setup.py``: the echo agen
 
     gate-none            auth = "none" (the baseline of the gate ratios; same SQLite set-up)
     gate-oag             credentials required; Authorization: Bearer oag_... (cache 1 s, the default)
+    gate-oag-limited     gate-oag with the rate limit on (1,000,000 calls a minute: never refused; the others
+                         run with rate_limits.enabled = false): ``--gate --servers gate-oag,gate-oag-limited
+                         --workloads tools_call`` checks the issue 10 target (limited >= 0.85x plain)
     gate-oag-nocache     the same with security.credential_cache_seconds = 0 (every request asks SQLite)
     gate-oauth           an OAuth access token (HS256 JWT minted for the server's URL after it starts)
     gate-oauth-nocache   the same with security.credential_cache_seconds = 0
@@ -313,7 +316,15 @@ class BenchError(RuntimeError):
 
 
 GATE_BASELINE = "gate-none"
-GATE_SERVERS = (GATE_BASELINE, "gate-oag", "gate-oag-nocache", "gate-oauth", "gate-oauth-nocache", "gate-user")
+GATE_SERVERS = (
+    GATE_BASELINE,
+    "gate-oag",
+    "gate-oag-limited",
+    "gate-oag-nocache",
+    "gate-oauth",
+    "gate-oauth-nocache",
+    "gate-user",
+)
 USER_WORKLOADS = ("tools_list", "tools_call", "legacy_tools_call")
 """What the user-level endpoint serves alike (the echo agent's resources are renamed there)."""
 HIVEGATE_WORKLOADS = SERVERS["hivegate"].workloads
@@ -361,11 +372,20 @@ def gate_specs(tmp: Path, tree: Path) -> dict[str, ServerSpec]:
         return f"Bearer {minted.stdout.strip()}"
 
     def spec(
-        name: str, config: str, url: str, auth: Callable[[str], str] | None, cache_s: str, path: str = "/echo/mcp"
+        name: str,
+        config: str,
+        url: str,
+        auth: Callable[[str], str] | None,
+        cache_s: str,
+        path: str = "/echo/mcp",
+        rate_limit: int | None = None,
     ) -> ServerSpec:
         env = {
             "HIVEGATE_SECURITY__TOKEN_SIGNING_KEY": signing_key,
             "HIVEGATE_SECURITY__CREDENTIAL_CACHE_SECONDS": cache_s,
+            # the plain call has no rate limit; gate-oag-limited has one it never reaches (issue 10 item 4)
+            "HIVEGATE_RATE_LIMITS__ENABLED": "true" if rate_limit is not None else "false",
+            "HIVEGATE_RATE_LIMITS__CALLS_PER_MINUTE": str(rate_limit or 60),
         }
         workloads = HIVEGATE_WORKLOADS if path != "/mcp" else USER_WORKLOADS
         return ServerSpec(name, serve(config, url), "hivegate listening on ", path, workloads, env, auth)
@@ -374,6 +394,7 @@ def gate_specs(tmp: Path, tree: Path) -> dict[str, ServerSpec]:
     specs = [
         spec("gate-none", "none.toml", none_url, None, "1"),
         spec("gate-oag", "gate.toml", gate_url, key, "1"),
+        spec("gate-oag-limited", "gate.toml", gate_url, key, "1", rate_limit=1_000_000),
         spec("gate-oag-nocache", "gate.toml", gate_url, key, "0"),
         spec("gate-oauth", "gate.toml", gate_url, token, "1"),
         spec("gate-oauth-nocache", "gate.toml", gate_url, token, "0"),

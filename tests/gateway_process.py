@@ -78,7 +78,8 @@ def run_gateway(
 ) -> Generator[GatewayProcess]:
     """Start ``hivegate serve`` with ``config`` on port 0 and yield it once it listens; stop it afterwards.
 
-    ``dev=False`` runs without ``--dev``: the environment must then carry real secrets.
+    ``dev=False`` runs without ``--dev``: the environment must then carry real secrets. The rate limit is
+    1,000,000 calls per minute unless ``env`` (or the config file, for an agent) sets another.
     """
     args = [sys.executable, "-m", "hivegate", "serve", "--port", "0", "--database-url", database_url]
     if dev:
@@ -86,7 +87,13 @@ def run_gateway(
     if config is not None:
         args += ["--config", str(config)]
     args += list(extra_args)
-    proc_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    # Tests not about rate limits make many calls a minute: a limit they never reach, unless they set one.
+    proc_env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "HIVEGATE_RATE_LIMITS__CALLS_PER_MINUTE": "1000000",
+        **(env or {}),
+    }
     # this checkout's src first, whatever PYTHONPATH the test passes (else a worktree runs another install's code)
     proc_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), proc_env.get("PYTHONPATH")) if p)
     process = subprocess.Popen(

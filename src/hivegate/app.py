@@ -14,6 +14,8 @@ One route table (:class:`~hivegate.routing.RouteTable`):
 - ``/{agentId}/.well-known/agent-card.json`` (and its ``/agents/…`` alias, and the legacy
   ``agent.json`` name): the agent's public A2A card (:mod:`hivegate.a2a.card_routes`);
 - ``/api/v1/agents``: discovery, the cards of the agents the caller may see (:mod:`hivegate.a2a.discovery`);
+- ``/api/v1/files`` and below (any other ``/api/…`` path: 404 in the REST envelope): uploads for
+  attachments (:mod:`hivegate.rest.files`);
 - ``/``: what the gateway serves, HTML or JSON (:mod:`hivegate.home`);
 - ``/healthz``: the process is alive (200 ``{"status":"ok"}``);
 - a path ending ``/mcp/`` (an MCP endpoint with a trailing slash): 404 with a JSON-RPC error body
@@ -109,7 +111,7 @@ def create_app(gateway: Gateway) -> RouteTable:
             DISCOVERY_PATH: surfaces.discovery,
             **dict.fromkeys(cards.root_paths(), root_cards),
         },
-        prefixes={"oauth": auth, ".well-known": auth},
+        prefixes={"oauth": auth, ".well-known": auth, **({"api": surfaces.files} if surfaces.files else {})},
         rest=McpLookalikes(rest),
         agent_documents={**dict.fromkeys(cards.agent_documents(), rest), INVOKE_TAIL: surfaces.rest},
         a2a=surfaces.a2a,

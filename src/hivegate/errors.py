@@ -43,6 +43,7 @@ __all__ = [
     "ParseError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
+    "QuotaExceededError",
     "RateLimitedError",
     "RequestTimeoutError",
     "ResourceNotFoundError",
@@ -131,6 +132,13 @@ class PayloadTooLargeError(InvalidRequestError):
     code = "payload_too_large"
     http_status = 413
     oauth_code = "invalid_request"
+
+
+class QuotaExceededError(PayloadTooLargeError):
+    """An upload would pass the caller's storage quota (``files.max_bytes_per_user`` or
+    ``files.max_files_per_user``); nothing was stored. ``data``: ``{"quota": "bytes" | "files", "limit": <n>}``."""
+
+    code = "quota_exceeded"
 
 
 class UnsupportedMediaTypeError(InvalidRequestError):

@@ -5,7 +5,7 @@ loads the agent registry and applies the config file's agents, then builds the a
 credential gate, the OAuth authorization server, the MCP surfaces and the A2A bindings. Nothing is bound later:
 :func:`hivegate.app.create_app` takes a built gateway, and its lifespan only runs
 :meth:`Gateway.running` (the host's runtimes, the user endpoint's sessions, the registry poll,
-the OAuth purge and the A2A task purge) and then :meth:`Gateway.close`.
+the OAuth purge, the A2A task purge and the files' purge) and then :meth:`Gateway.close`.
 """
 
 from __future__ import annotations
@@ -32,11 +32,16 @@ from hivegate.auth.oauth.server import AuthorizationServer
 from hivegate.auth.resolver import CredentialResolver
 from hivegate.auth.tokens import TokenCodec
 from hivegate.errors import StoreUnavailableError
+from hivegate.files.blobs import open_blob_store
+from hivegate.files.uploads import FileLimits, Files
 from hivegate.mcp.coverage import agent_coverage
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.routes import McpEndpoint
 from hivegate.mcp.user_endpoint import UserEndpoint
+from hivegate.policy.calls import CallPolicy
+from hivegate.policy.rate_limits import RateLimits
+from hivegate.rest.files import FilesEndpoint
 from hivegate.rest.invoke import InvokeEndpoint
 from hivegate.settings import Settings
 from hivegate.storage import A2ATasks, OAuthStore, Storage, open_storage
@@ -64,6 +69,8 @@ class Surfaces:
     a2a: A2AEndpoint
     rest: InvokeEndpoint
     discovery: DiscoveryEndpoint
+    files: FilesEndpoint | None = None
+    """``/api/v1/files`` (uploads for attachments), when the gateway has a file store."""
 
 
 def build_surfaces(host: AgentHost, settings: Settings, gate: EndpointGate, tasks: A2ATasks) -> Surfaces:
@@ -77,6 +84,7 @@ def build_surfaces(host: AgentHost, settings: Settings, gate: EndpointGate, task
         a2a=A2AEndpoint(host, gate, open_task_store(tasks), settings.base_url(), settings.server.max_body_bytes),
         rest=InvokeEndpoint(host, gate, settings.server.max_body_bytes),
         discovery=DiscoveryEndpoint(discovery, gate),
+        files=None if host.policy.files is None else FilesEndpoint(host.policy.files, gate, settings.base_url()),
     )
 
 
@@ -125,7 +133,7 @@ class Gateway:
     @classmethod
     def _assemble(cls, settings: Settings, storage: Storage, registry: AgentRegistry) -> Gateway:
         """The host, the credential gate, the authorization server and the surfaces over ``registry``."""
-        host = AgentHost(registry, settings)
+        host = AgentHost(registry, settings, policy=create_call_policy(settings, storage))
         base = settings.base_url()
         security = settings.security
         codec = TokenCodec(
@@ -164,6 +172,8 @@ class Gateway:
         ):
             tg.start_soon(self.registry.poll, self.settings.database.poll_interval_seconds)
             tg.start_soon(_purge_expired, self.storage.oauth, PURGE_INTERVAL_SECONDS)
+            if self.host.policy.files is not None:
+                tg.start_soon(self.host.policy.files.maintain, PURGE_INTERVAL_SECONDS)
             tg.start_soon(
                 purge_expired_tasks,
                 self.storage.tasks,
@@ -218,6 +228,14 @@ async def purge_expired_tasks(tasks: A2ATasks, retention: timedelta, interval_se
             continue
         if removed:
             logger.debug("purged %d expired A2A tasks", removed)
+
+
+def create_call_policy(settings: Settings, storage: Storage) -> CallPolicy:
+    """The rate limits (``rate_limits.*``) and uploaded files (``files.*``, bytes in :func:`open_blob_store`'s
+    store) every plane checks a call against."""
+    blobs = open_blob_store(settings.files.folder, storage.database)
+    files = Files(storage.files, blobs, FileLimits.of(settings.files))
+    return CallPolicy(RateLimits(settings.rate_limits), files)
 
 
 def _client_metadata_resolver(settings: Settings) -> ClientMetadataResolver | None:

@@ -199,6 +199,37 @@ class A2ASettings(_Group):
     then the periodic purge deletes it. Tasks not yet finished are kept."""
 
 
+class RateLimitSettings(_Group):
+    enabled: bool = True
+    """Limit calls per credential × agent (``docs/security.md``, "Rate limits"); false: no limit."""
+    calls_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = 60
+    """Calls of one agent per minute one credential may make (a token bucket: a burst of this many,
+    then this many per minute); an agent's ``rate_limit_per_minute`` and ``per_key`` override it."""
+    per_key: dict[str, Annotated[int, Field(ge=1, le=1_000_000)]] = {}
+    """Calls per minute by API key id (``hivegate keys list``), for every agent the key reaches
+    (TOML: ``[rate_limits.per_key]`` then ``"<key id>" = 600``). An agent's own limit wins."""
+    max_buckets: Annotated[int, Field(ge=1000)] = 100_000
+    """Buckets (credential × agent pairs) kept in memory; the least recently used is dropped beyond it."""
+
+
+class FilesSettings(_Group):
+    folder: Path | None = None
+    """Where uploaded files' bytes are kept. Default: ``files`` next to the SQLite database file, or
+    ``.hivegate/files`` under the working directory for PostgreSQL; in memory for ``memory://``. A relative
+    path written in the config file is relative to that file's folder."""
+    max_file_bytes: Annotated[int, Field(ge=1)] = 25 * 1024 * 1024
+    """Largest file one upload may store (413 ``payload_too_large`` beyond)."""
+    max_bytes_per_user: Annotated[int, Field(ge=1)] = 1024 * 1024 * 1024
+    """Bytes of unexpired files one user may hold (413 ``quota_exceeded`` beyond)."""
+    max_files_per_user: Annotated[int, Field(ge=1)] = 1000
+    """Unexpired files one user may hold (413 ``quota_exceeded`` beyond)."""
+    retention_seconds: Annotated[int, Field(ge=60)] = 24 * 3600
+    """How long an uploaded file is kept; then it is gone (404, ``invalid_params`` as an attachment) and
+    the periodic purge deletes it."""
+    max_attachment_bytes_per_call: Annotated[int, Field(ge=1)] = 100 * 1024 * 1024
+    """Bytes of files one call may attach together (``invalid_params`` beyond): they are read into memory."""
+
+
 def sqlite_file(url: str) -> Path | None:
     """The absolute file a SQLite URL names, or None for any other database (and ``:memory:``)."""
     try:
@@ -253,6 +284,9 @@ class _ConfigFileSource(TomlConfigSettingsSource):
         database = data.get("database")
         if isinstance(database, dict) and isinstance(database.get("url"), str):
             data["database"] = {**database, "url": resolve_sqlite_path(database["url"], self._folder)}
+        files = data.get("files")
+        if isinstance(files, dict) and isinstance(files.get("folder"), str) and not Path(files["folder"]).is_absolute():
+            data["files"] = {**files, "folder": str(self._folder / files["folder"])}
         return data
 
 
@@ -328,6 +362,8 @@ class Settings(BaseSettings):
     mcp: McpSettings = McpSettings()
     security: SecuritySettings = SecuritySettings()
     a2a: A2ASettings = A2ASettings()
+    rate_limits: RateLimitSettings = RateLimitSettings()
+    files: FilesSettings = FilesSettings()
     config_file: Path | None = None
     """The TOML file these settings (and its ``[[agents]]``) came from, if any."""
 

@@ -198,7 +198,7 @@ def test_refusals(served: InvokeWorld) -> None:
     bad_timeout = _post(served, "echo", {"message": "x", "timeout_ms": "soon"}, served.alice)
     assert _error(bad_timeout, 400, "invalid_params")["param"] == "timeout_ms"
     file_ref = _post(served, "echo", {"message": "x", "attachments": [{"file_id": "f1"}]}, served.alice)
-    assert _error(file_ref, 400, "invalid_params")["param"] == "attachments"
+    assert _error(file_ref, 400, "invalid_params")["param"] == "attachments[0].file_id"  # no such upload
 
 
 def test_agent_failure_is_a_200_with_is_error(served: InvokeWorld) -> None:

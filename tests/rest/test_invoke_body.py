@@ -62,10 +62,13 @@ def test_members() -> None:
         ({"message": "x", "attachments": {}}, "attachments"),
         ({"message": "x", "attachments": [{}] * 17}, "attachments"),
         ({"message": "x", "attachments": [{"uri": 1}]}, "attachments"),
-        ({"message": "x", "attachments": [{"file_id": "f"}]}, "attachments"),
+        ({"message": "x", "attachments": [{"file_id": 5}]}, "attachments"),
+        ({"message": "x", "attachments": [{"file_id": "f", "uri": "https://x"}]}, "attachments"),
+        ({"message": "x", "attachments": [{"file_id": "f" * 129}]}, "attachments"),
+        ({"message": "x", "attachments": [{"file_id": "f", "filename": 3}]}, "attachments"),
     ],
 )
 def test_each_bad_member_is_named(body: dict[str, Any], param: str) -> None:
     with pytest.raises(InvalidParamsError) as raised:
         parse_body(body)
-    assert raised.value.data == {"param": param}
+    assert raised.value.data["param"] == param

@@ -387,6 +387,7 @@ def test_public_surface() -> None:
             "ApplyReport",
             "CredentialStore",
             "DatabaseLimits",
+            "FileStore",
             "OAuthStore",
             "RegistryChanges",
             "Storage",

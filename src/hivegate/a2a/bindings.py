@@ -28,7 +28,11 @@ any path whose second segment is ``a2a``). Per request:
 
 ``SendMessage`` and ``SendStreamingMessage`` are refused before a task is made when the agent has no
 invocable backend (an agent that is only an MCP server: ``UnsupportedOperationError``) or when a
-part cannot be converted (``ContentTypeNotSupportedError``), so a refused message writes nothing.
+part cannot be converted (``ContentTypeNotSupportedError``) or names a file the caller may not use
+(``InvalidParamsError``), so a refused message writes nothing. Each is one call for the caller's rate
+limit on the agent (:mod:`hivegate.policy.rate_limits`), charged before the SDK or the lean path runs:
+over it, the binding answers 429 ``rate_limited`` with ``Retry-After`` (JSON-RPC: the error object, its
+ErrorInfo's metadata carrying ``retryAfterSeconds``).
 
 Spec: A2A 1.0 §3.2.6 (``A2A-Version``), §5.3 and §9 (JSON-RPC), §11 (HTTP+JSON), §3.3.2 (errors).
 """
@@ -58,6 +62,7 @@ from hivegate.a2a.executor import (
     InvocationExecutor,
     invocation_from_message,
     no_invocable_backend,
+    resolve_message_attachments,
 )
 from hivegate.a2a.lean import LeanSend, lean_send_params
 from hivegate.a2a.rendering import a2a_error_response, a2a_jsonrpc_error_response
@@ -77,6 +82,19 @@ __all__ = ["A2AEndpoint"]
 _AGENT_ID = re.compile(AGENT_ID_PATTERN)
 _SCOPE_KEY = "hivegate.a2a"
 _PRIVATE_HEADERS = frozenset({"authorization", "x-agent-api-key", "cookie"})
+
+
+_SEND_METHODS = frozenset({"SendMessage", "SendStreamingMessage", "message/send", "message/stream"})
+"""JSON-RPC methods that send a message (A2A 1.0 §9; the v0.3 names of the compatibility layer)."""
+_SEND_PATHS = ("/message:send", "/message:stream")
+"""HTTP+JSON paths (their tails; a tenant or the v0.3 ``/v1`` may precede) that send a message (A2A 1.0 §11)."""
+
+
+def _sends_message(scope: Scope, jsonrpc: bool, decoded: object) -> bool:
+    """Whether the request is a ``SendMessage`` or ``SendStreamingMessage`` (a call of the agent)."""
+    if jsonrpc:
+        return isinstance(decoded, dict) and decoded.get("method") in _SEND_METHODS  # pyright: ignore[reportUnknownMemberType]
+    return scope["method"] == "POST" and scope["path"].endswith(_SEND_PATHS)
 
 
 async def _not_a_path(scope: Scope, receive: Receive, send: Send) -> None:
@@ -141,7 +159,8 @@ class _AgentRequestHandler(DefaultRequestHandler):
         agent_id: str = context.state[AGENT_STATE_KEY]
         if await self._endpoint.call_target(agent_id) is None:
             raise no_invocable_backend(agent_id)
-        invocation_from_message(agent_id, params.message, None, context.state[PRINCIPAL_STATE_KEY])
+        invocation = invocation_from_message(agent_id, params.message, None, context.state[PRINCIPAL_STATE_KEY])
+        await resolve_message_attachments(self._endpoint.policy, invocation, load=False)  # issue 10 item 3
         check_context_id(params.message.context_id)  # the SDK would call the agent, then fail to save its task
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
@@ -174,8 +193,9 @@ class A2AEndpoint:
         self._gate = gate
         self._store = store
         self.base = base
-        self._executor = InvocationExecutor(self.call_target)
-        self._lean = LeanSend(self.call_target, store)
+        self.policy = host.policy
+        self._executor = InvocationExecutor(self.call_target, host.policy)
+        self._lean = LeanSend(self.call_target, store, host.policy)
         self._context_builder = _ContextBuilder()
         self._apps: dict[str, Router] = {}
         self._handlers: dict[str, _AgentRequestHandler] = {}
@@ -185,6 +205,7 @@ class A2AEndpoint:
         parts: list[str] = scope["path"].split("/")
         agent_id = parts[1]
         jsonrpc = len(parts) == 3
+        decoded: object = None
         try:
             if jsonrpc and scope["method"] != "POST":
                 error = MethodNotAllowedError(f"{scope['method'][:20]} is not allowed here; JSON-RPC is POSTed")
@@ -201,8 +222,11 @@ class A2AEndpoint:
             # Python's recursion message).
             body = await read_body(scope, receive, self._max_body_bytes, headers)
             decoded = parse_json(body) if body else None
+            if _sends_message(scope, jsonrpc, decoded):  # issue 10 item 4: one call of the agent
+                await self.policy.check_rate(principal, spec)
         except GatewayError as exc:
-            response = a2a_jsonrpc_error_response(exc) if jsonrpc else a2a_error_response(exc)
+            request_id = decoded.get("id") if isinstance(decoded, dict) else None  # pyright: ignore[reportUnknownMemberType]
+            response = a2a_jsonrpc_error_response(exc, request_id) if jsonrpc else a2a_error_response(exc)
             await response(scope, receive, send)
             return
         admitted = (agent_id, principal, task_owner(principal, scope.get("client"), agent_id))

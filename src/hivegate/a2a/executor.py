@@ -5,7 +5,9 @@ Mapping (``docs/a2a.md``, "How MCP and A2A map"):
 - the message's text parts, joined by ``\\n``, are the :class:`~hivegate.backends.base.Invocation`'s
   ``message`` (the MCP message tool's ``message``); ``contextId`` is its ``context_id``; ``raw`` and
   ``url`` parts are ``attachments`` (base64 ``data`` or ``uri``, with ``filename`` and
-  ``mediaType``); a ``data`` part is an ``application/json`` attachment of its JSON (base64);
+  ``mediaType``); a ``url`` part ``hivegate:file/<file_id>`` names an uploaded file (resolved to its
+  bytes by the policy: :func:`resolve_message_attachments`); a ``data`` part is an ``application/json``
+  attachment of its JSON (base64);
 - :func:`~hivegate.calls.invoke.invoke` runs it with the agent's call target, its deadline and
   cancellation; the task goes WORKING, each reply delta is an artifact chunk (``append``) of the
   ``response`` artifact, and the final text replaces the chunks as that artifact's one text part
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import orjson
@@ -40,6 +43,9 @@ from hivegate.auth.principal import Principal
 from hivegate.backends.base import Attachment, Invocation
 from hivegate.calls.events import CallFailed, CallOutcome, ReplyDelta
 from hivegate.calls.invoke import CallTarget, invoke
+from hivegate.errors import InvalidParamsError as GatewayInvalidParamsError
+from hivegate.files.attachments import A2A_FILE_URL_PREFIX, file_reference
+from hivegate.policy.calls import OPEN_POLICY, CallPolicy
 
 __all__ = [
     "AGENT_STATE_KEY",
@@ -51,6 +57,7 @@ __all__ = [
     "invocation_from_message",
     "no_invocable_backend",
     "reply_artifact",
+    "resolve_message_attachments",
     "settle",
 ]
 
@@ -76,6 +83,7 @@ def invocation_from_message(
         InvalidParamsError: a message whose role is not ``ROLE_USER``, with no parts, or with an empty
             text part (A2A 1.0 ``Message``: ``role`` and ``parts`` are REQUIRED; a client sends ``ROLE_USER``).
         ContentTypeNotSupportedError: a part that is none of text, raw, url and data.
+        InvalidParamsError: also a ``hivegate:file/`` URL that cannot name a file.
     """
     if message.role != Role.ROLE_USER:
         raise InvalidParamsError(message="a message sent to an agent must have the role ROLE_USER")
@@ -94,6 +102,11 @@ def invocation_from_message(
         elif kind == "raw":
             data = base64.b64encode(part.raw).decode("ascii")
             attachments.append(Attachment(name=name, mime_type=media_type, data=data))
+        elif kind == "url" and part.url.startswith(A2A_FILE_URL_PREFIX):
+            try:
+                attachments.append(file_reference(part.url.removeprefix(A2A_FILE_URL_PREFIX), name, media_type))
+            except GatewayInvalidParamsError as exc:
+                raise InvalidParamsError(message=exc.message, data=exc.data) from None
         elif kind == "url":
             attachments.append(Attachment(name=name, mime_type=media_type, uri=part.url))
         elif kind == "data":
@@ -110,6 +123,25 @@ def invocation_from_message(
         attachments=tuple(attachments),
         principal=principal,
     )
+
+
+async def resolve_message_attachments(policy: CallPolicy, request: Invocation, *, load: bool = True) -> Invocation:
+    """``request`` with its ``file_id`` attachments checked (``load`` False) or resolved to the files' bytes
+    (:meth:`~hivegate.policy.calls.CallPolicy.resolve_attachments`), before any task is made.
+
+    Raises:
+        InvalidParamsError: a file the caller may not use on the agent, or too many attachments (-32602).
+    """
+    if not request.attachments:
+        return request
+    try:
+        if not load:
+            await policy.check_attachments(request.principal, request.agent_id, request.attachments)
+            return request
+        attachments = await policy.resolve_attachments(request.principal, request.agent_id, request.attachments)
+    except GatewayInvalidParamsError as exc:
+        raise InvalidParamsError(message=exc.message, data=exc.data) from None
+    return replace(request, attachments=attachments)
 
 
 def no_invocable_backend(agent_id: str) -> UnsupportedOperationError:
@@ -150,10 +182,12 @@ class InvocationExecutor(AgentExecutor):
 
     Args:
         targets: finds the call target of the agent the request's context names.
+        policy: resolves the message's ``file_id`` attachments (the binding checked them and the rate limit).
     """
 
-    def __init__(self, targets: TargetLookup) -> None:
+    def __init__(self, targets: TargetLookup, policy: CallPolicy = OPEN_POLICY) -> None:
         self._targets = targets
+        self._policy = policy
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         message = context.message
@@ -166,6 +200,7 @@ class InvocationExecutor(AgentExecutor):
             raise no_invocable_backend(agent_id)
         # Before the task is made: a message that cannot be an invocation is refused with nothing kept.
         request = invocation_from_message(agent_id, message, context.context_id, principal)
+        request = await resolve_message_attachments(self._policy, request)  # issue 10 item 3
         task = context.current_task
         if task is None:
             task = new_task_from_user_message(message)

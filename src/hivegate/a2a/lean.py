@@ -58,6 +58,7 @@ from hivegate.a2a.executor import (
     TargetLookup,
     invocation_from_message,
     no_invocable_backend,
+    resolve_message_attachments,
     settle,
 )
 from hivegate.auth.principal import Principal
@@ -65,6 +66,7 @@ from hivegate.calls.cancel import cancel_on_disconnect
 from hivegate.calls.events import CallOutcome
 from hivegate.calls.invoke import invoke
 from hivegate.mcp.fastpath import respond_json
+from hivegate.policy.calls import OPEN_POLICY, CallPolicy
 from hivegate.storage.tasks import GatewayTaskStore, check_context_id
 
 __all__ = ["LeanSend", "has_required_fields", "lean_send_params"]
@@ -188,11 +190,13 @@ class LeanSend:
     Args:
         targets: the call target of an agent id (the SDK path's executor uses the same lookup).
         store: the gateway's task store (owner-confined; outages as ``InternalError``).
+        policy: resolves the message's ``file_id`` attachments (the binding charged the rate limit).
     """
 
-    def __init__(self, targets: TargetLookup, store: GatewayTaskStore) -> None:
+    def __init__(self, targets: TargetLookup, store: GatewayTaskStore, policy: CallPolicy = OPEN_POLICY) -> None:
         self._targets = targets
         self._store = store
+        self._policy = policy
 
     async def serve(
         self,
@@ -238,6 +242,7 @@ class LeanSend:
         context_id = message.context_id or str(uuid.uuid4())
         request = invocation_from_message(agent_id, message, context_id, principal)
         check_context_id(context_id)  # before the call, not after it
+        request = await resolve_message_attachments(self._policy, request)  # issue 10 item 3
         # The ids as the SDK's RequestContext gives them: new, and written into the message kept in history.
         message.task_id = str(uuid.uuid4())
         message.context_id = context_id

@@ -13,7 +13,9 @@ upper case ErrorInfo asks for. The error's ``headers`` are sent too.
 On the JSON-RPC binding (:func:`a2a_jsonrpc_error_response`) the same error is a JSON-RPC error
 object with the error's ``jsonrpc_code``, its message and ``data`` = ``[ErrorInfo]`` (A2A 1.0 §9.5:
 ``data`` is a list of typed details), sent with the error's HTTP status and headers (a refused
-credential is a 401/403 with ``WWW-Authenticate``; the request's ``id`` is null: nothing was read).
+credential is a 401/403 with ``WWW-Authenticate``; the request's ``id`` when it was read, else null).
+A refusal sent with ``Retry-After`` (``rate_limited``) also has ``retryAfterSeconds`` in the ErrorInfo's
+``metadata`` (a string, as ErrorInfo's metadata values are).
 
 Spec: A2A 1.0 §11.6 (HTTP+JSON error responses), google.rpc.Status / ErrorInfo.
 """
@@ -24,7 +26,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
-from hivegate.errors import GatewayError
+from hivegate.errors import GatewayError, RetryLaterError
 
 __all__ = ["ERROR_DOMAIN", "a2a_error_response", "a2a_jsonrpc_error_response"]
 
@@ -46,19 +48,25 @@ _STATUS_NAMES = {
 
 
 def _error_info(error: GatewayError) -> dict[str, Any]:
+    metadata = {"code": error.code}
+    if isinstance(error, RetryLaterError):  # ErrorInfo metadata values are strings (google.rpc)
+        metadata["retryAfterSeconds"] = str(error.retry_after_seconds)
     return {
         "@type": "type.googleapis.com/google.rpc.ErrorInfo",
         "reason": error.code.upper(),
         "domain": ERROR_DOMAIN,
-        "metadata": {"code": error.code},
+        "metadata": metadata,
     }
 
 
-def a2a_jsonrpc_error_response(error: GatewayError) -> JSONResponse:
-    """``error`` as an A2A JSON-RPC error response (module docstring), with its status and headers."""
+def a2a_jsonrpc_error_response(error: GatewayError, request_id: object = None) -> JSONResponse:
+    """``error`` as an A2A JSON-RPC error response (module docstring), with its status and headers;
+    ``request_id`` is the request's ``id`` when it was read (a string or an integer), else null."""
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        request_id = None
     body = {
         "jsonrpc": "2.0",
-        "id": None,
+        "id": request_id,
         "error": {"code": error.jsonrpc_code, "message": error.message, "data": [_error_info(error)]},
     }
     return JSONResponse(body, status_code=error.http_status, headers=error.headers)

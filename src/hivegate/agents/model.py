@@ -17,6 +17,7 @@ TOML shape (``[[agents]]`` tables in an agents file)::
     auth = "required"                 # or "none": served without credentials (demo, conformance)
     page_size = 50                    # items per page on the four list methods
     invoke_timeout_seconds = 60       # one call's deadline; then -32003 "Agent reply timeout" (service_timeout)
+    rate_limit_per_minute = 120       # calls per minute per credential (default: rate_limits.calls_per_minute)
     backend = { type = "python", server = "notes_agent:server" }
     cache = { ttl_ms = 0, scope = "private", methods = { "resources/read" = { ttl_ms = 60000, scope = "private" } } }
 
@@ -272,6 +273,9 @@ class AgentSpec(_Spec):
     )
     """How long one call of the agent (message or skill tool) may run before it is cancelled and answered
     with ``service_timeout`` (JSON-RPC -32003 "Agent reply timeout"); seconds, in (0, 3600], default 60."""
+    rate_limit_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    """Calls of this agent per minute one credential may make (every plane); default
+    ``rate_limits.calls_per_minute`` (60) or the key's ``rate_limits.per_key`` entry, which this overrides."""
     root: str | None = None
     """Folder that file-backed resources resolve under (absolute, or relative to ``base_dir``)."""
     base_dir: str | None = None

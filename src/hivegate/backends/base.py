@@ -25,12 +25,23 @@ __all__ = ["Attachment", "Backend", "DeltaSink", "Invocation"]
 
 @dataclass(frozen=True, slots=True)
 class Attachment:
-    """A file handed to the agent: ``uri`` or base64 ``data``, with a name and MIME type."""
+    """A file handed to the agent: ``uri`` or base64 ``data`` (sent inline), or an uploaded file's bytes.
+
+    An attachment naming an uploaded file (``file_id``, issue 10: ``POST /api/v1/files``) reaches the
+    backend with its bytes in ``content`` (byte-identical to the upload), ``size`` and ``sha256`` (hex),
+    ``name`` and ``mime_type`` (the caller's ``filename`` / ``content_type``, else the upload's); ``uri``
+    and ``data`` are then None. Before the plane resolves it (:mod:`hivegate.files.attachments`) it
+    carries only ``file_id`` and the caller's name and type.
+    """
 
     name: str | None = None
     mime_type: str | None = None
     uri: str | None = None
     data: str | None = None
+    file_id: str | None = None
+    content: bytes | None = field(default=None, repr=False)
+    size: int | None = None
+    sha256: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,7 @@ from mcp_types import (
 )
 from pydantic import BaseModel
 
+from hivegate.auth.principal import current_principal
 from hivegate.backends.base import Backend
 from hivegate.errors import (
     INVALID_PARAMS,
@@ -60,6 +61,7 @@ from hivegate.mcp.prompts import check_prompt_arguments, render_prompt
 from hivegate.mcp.sdk_errors import guarded, to_mcp_error
 from hivegate.mcp.tool_calls import call_own_tool
 from hivegate.mcp.view import AgentView
+from hivegate.policy.calls import OPEN_POLICY, CallPolicy
 
 __all__ = ["AgentHandlers", "to_mcp_error"]
 
@@ -88,10 +90,18 @@ def _meta_params(ctx: Ctx) -> dict[str, Any]:
 
 
 class AgentHandlers:
-    """The MCP handlers of one agent; ``view`` returns the agent's current :class:`AgentView`."""
+    """The MCP handlers of one agent; ``view`` returns the agent's current :class:`AgentView`; ``policy`` checks
+    each ``tools/call`` (rate limit, attachments: :mod:`hivegate.policy.calls`)."""
 
-    def __init__(self, view: Callable[[], AgentView], codec: CursorCodec, default_page_size: int) -> None:
+    def __init__(
+        self,
+        view: Callable[[], AgentView],
+        codec: CursorCodec,
+        default_page_size: int,
+        policy: CallPolicy = OPEN_POLICY,
+    ) -> None:
         self.view = view
+        self._policy = policy
         self._codec = codec
         self._default_page_size = default_page_size
 
@@ -148,11 +158,12 @@ class AgentHandlers:
     ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
         view = self.view()
         if params.name in view.tool_index:
-            return await call_own_tool(ctx, view, params)
+            return await call_own_tool(ctx, view, params, self._policy)
         if view.serves_backend:
             backend_tools = await self._backend_list(ctx, view, "tools/list", "tools", ListToolsResult)
             if any(t.name == params.name for t in backend_tools):
                 assert view.backend is not None  # serves_backend implies a backend
+                await self._policy.check_rate(current_principal(), view.spec)
                 return await view.backend.request(ctx, "tools/call", dict(ctx.params or {}))
         raise UnknownToolError(f"Unknown tool: {params.name}", data={"name": params.name})
 

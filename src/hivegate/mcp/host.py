@@ -24,6 +24,7 @@ from hivegate.mcp.budgets import McpBudgets
 from hivegate.mcp.event_journal import EVENT_OVERHEAD_BYTES, EventJournal
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.runtime import AgentRuntime
+from hivegate.policy.calls import OPEN_POLICY, CallPolicy
 from hivegate.settings import Settings
 
 __all__ = ["AgentHost"]
@@ -49,9 +50,16 @@ class AgentHost:
     """Runtimes by agent id. Use as ``async with host.running(): ...``."""
 
     def __init__(
-        self, registry: AgentRegistry, settings: Settings, *, clock: Callable[[], float] = time.monotonic
+        self,
+        registry: AgentRegistry,
+        settings: Settings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        policy: CallPolicy = OPEN_POLICY,
     ) -> None:
         self._registry = registry
+        self.policy = policy
+        """The rate limits and uploaded files every plane checks a call against (:mod:`hivegate.policy.calls`)."""
         self._clock = clock
         self._settings = settings
         self._codec = CursorCodec(settings.security.cursor_key.get_secret_value().encode())
@@ -131,7 +139,9 @@ class AgentHost:
             runtime = self._runtimes.get(agent_id)
             if runtime is None:
                 try:
-                    runtime = await AgentRuntime.start(spec, self._settings, self._codec, self._task_group, self.events)
+                    runtime = await AgentRuntime.start(
+                        spec, self._settings, self._codec, self._task_group, self.events, self.policy
+                    )
                 except Exception:  # the agent's own code failed to import or start; details stay in the log
                     previous = self._failed.get(agent_id)
                     delay = RETRY_FIRST_SECONDS

@@ -29,6 +29,7 @@ from hivegate.mcp.handlers import AgentHandlers
 from hivegate.mcp.pagination import CursorCodec
 from hivegate.mcp.surface import McpSurface, SurfaceHandlers
 from hivegate.mcp.view import AgentView
+from hivegate.policy.calls import OPEN_POLICY, CallPolicy
 from hivegate.settings import Settings
 
 __all__ = ["AgentRuntime"]
@@ -60,11 +61,12 @@ class AgentRuntime:
         codec: CursorCodec,
         task_group: anyio.abc.TaskGroup,
         journal: EventJournal,
+        policy: CallPolicy = OPEN_POLICY,
     ) -> None:
         self._view = view
         self._task_group = task_group
         self._default_page_size = settings.mcp.default_page_size
-        self.handlers = AgentHandlers(lambda: self._view, codec, settings.mcp.default_page_size)
+        self.handlers = AgentHandlers(lambda: self._view, codec, settings.mcp.default_page_size, policy)
         self.surface = McpSurface(
             view.spec.id,
             SurfaceHandlers.of(self.handlers),
@@ -121,14 +123,16 @@ class AgentRuntime:
         codec: CursorCodec,
         task_group: anyio.abc.TaskGroup,
         journal: EventJournal,
+        policy: CallPolicy = OPEN_POLICY,
     ) -> AgentRuntime:
         """Build the agent's backend, view and surface, and start the surface in ``task_group``.
 
-        ``journal`` keeps the SSE events of the agent's handshake-era sessions (shared by the process).
+        ``journal`` keeps the SSE events of the agent's handshake-era sessions (shared by the process);
+        ``policy`` is what each call is checked against (rate limit, attachments).
         """
         backend = await _create_backend(spec, task_group)
         view = AgentView.build(spec, backend, settings.mcp.default_page_size)
-        runtime = cls(view, settings, codec, task_group, journal)
+        runtime = cls(view, settings, codec, task_group, journal, policy)
         await task_group.start(runtime._run_surface)
         return runtime
 

@@ -12,6 +12,7 @@ Spec: MCP 2026-07-28 server/tools#error-handling (input validation and tool fail
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
@@ -23,6 +24,7 @@ from hivegate.calls.invoke import invoke
 from hivegate.errors import InvalidParamsError
 from hivegate.mcp.tools import build_invocation
 from hivegate.mcp.view import AgentView
+from hivegate.policy.calls import OPEN_POLICY, CallPolicy
 
 __all__ = ["call_own_tool"]
 
@@ -37,15 +39,21 @@ def _text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
 
 
 async def call_own_tool(
-    ctx: ServerRequestContext[Any, Any], view: AgentView, params: CallToolRequestParams
+    ctx: ServerRequestContext[Any, Any],
+    view: AgentView,
+    params: CallToolRequestParams,
+    policy: CallPolicy = OPEN_POLICY,
 ) -> dict[str, Any]:
-    """Call the tool ``params.name`` of ``view.tool_index`` with ``params.arguments``.
+    """Call the tool ``params.name`` of ``view.tool_index`` with ``params.arguments``, once ``policy`` admits it:
+    the caller's rate limit on the agent, then the attachments (each ``file_id`` resolved to the file's bytes).
 
     Returns:
         The ``CallToolResult`` wire mapping: the reply as one text block, or the agent's failure
         (or invalid arguments) with ``isError`` true.
 
     Raises:
+        RateLimitedError: over the caller's limit on the agent (-32603, ``data.retryAfterSeconds``).
+        InvalidParamsError: an attachment's ``file_id`` the caller may not use, or too many attachments (-32602).
         ServiceTimeoutError: the agent did not reply within its ``invoke_timeout_seconds`` (-32003).
         GatewayError: any other plane-level failure of the call (e.g. AgentServiceUnavailableError).
     """
@@ -55,6 +63,11 @@ async def call_own_tool(
         request = build_invocation(view.spec, view.tool_index[params.name], params.arguments or {})
     except InvalidParamsError as exc:
         return _text_result(exc.message, is_error=True)
+    # Issue 10 items 3-4: the call's admission, before anything is invoked.
+    await policy.check_rate(request.principal, view.spec)
+    if request.attachments:
+        attachments = await policy.resolve_attachments(request.principal, view.spec.id, request.attachments)
+        request = replace(request, attachments=attachments)
     sink: ReplySink | None = None
     if progress_token_from_params(ctx.params) is not None:
 

@@ -16,6 +16,7 @@ from hivegate.agents.model import AgentSpec, SkillSpec
 from hivegate.auth.principal import current_principal
 from hivegate.backends.base import Attachment, Invocation
 from hivegate.errors import InvalidParamsError
+from hivegate.files.attachments import MAX_ATTACHMENTS, file_reference
 
 __all__ = ["MESSAGE_TOOL_SCHEMA", "build_invocation", "message_tool", "skill_tool"]
 
@@ -26,6 +27,12 @@ _ATTACHMENT_SCHEMA: dict[str, Any] = {
         "mimeType": {"type": "string"},
         "uri": {"type": "string"},
         "data": {"type": "string", "description": "Base64-encoded content."},
+        "file_id": {"type": "string", "description": "A file uploaded with POST /api/v1/files (instead of uri/data)."},
+        "filename": {
+            "type": "string",
+            "description": "The name the agent sees for the file_id (default: the upload's).",
+        },
+        "content_type": {"type": "string", "description": "The MIME type for the file_id (default: the upload's)."},
     },
     "additionalProperties": False,
 }
@@ -35,7 +42,12 @@ MESSAGE_TOOL_SCHEMA: dict[str, Any] = {
     "properties": {
         "message": {"type": "string", "description": "What to ask or tell the agent."},
         "context_id": {"type": "string", "description": "Continue an earlier conversation with this agent."},
-        "attachments": {"type": "array", "items": _ATTACHMENT_SCHEMA, "description": "Files sent with the message."},
+        "attachments": {
+            "type": "array",
+            "items": _ATTACHMENT_SCHEMA,
+            "maxItems": MAX_ATTACHMENTS,
+            "description": "Files sent with the message.",
+        },
     },
     "required": ["message"],
 }
@@ -72,10 +84,15 @@ def _attachments(raw: Any) -> tuple[Attachment, ...]:
         return ()
     if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
         raise InvalidParamsError("'attachments' must be an array of objects")
-    return tuple(
-        Attachment(name=item.get("name"), mime_type=item.get("mimeType"), uri=item.get("uri"), data=item.get("data"))
-        for item in raw
-    )
+    return tuple(_attachment(item) for item in raw)
+
+
+def _attachment(item: dict[str, Any]) -> Attachment:
+    if "file_id" in item:  # an uploaded file, resolved by the call's policy (hivegate.files.attachments)
+        if item.get("uri") is not None or item.get("data") is not None:
+            raise InvalidParamsError("an attachment has either 'file_id' or 'uri' / 'data'")
+        return file_reference(item["file_id"], item.get("filename"), item.get("content_type"))
+    return Attachment(name=item.get("name"), mime_type=item.get("mimeType"), uri=item.get("uri"), data=item.get("data"))
 
 
 def build_invocation(spec: AgentSpec, skill: SkillSpec | None, arguments: Mapping[str, Any]) -> Invocation:

@@ -357,7 +357,7 @@ class UserHandlers:
         runtime = await self._runtime(params.name)
         if runtime is None or params.name not in runtime.view.tool_index:
             raise unknown
-        return await call_own_tool(ctx, runtime.view, params)
+        return await call_own_tool(ctx, runtime.view, params, self._host.policy)
 
     def _discover(self, arguments: dict[str, Any]) -> CallToolResult:
         """``discover_agents``: one page of cards (InvalidParamsError, InvalidCursorError: -32602)."""

@@ -11,12 +11,16 @@ Per request (``docs/rest.md``):
    401 as a private agent, with one 404 ``agent_not_found``;
 3. ``Content-Type`` must be JSON (415) and ``Accept`` must admit JSON or SSE (406); the body is read
    up to ``server.max_body_bytes`` (413) and parsed (:func:`parse_body`, 400);
-4. the agent's call target (its backend started on first use; none → 501 ``agent_not_invocable``)
+4. once the agent is found invocable (else 501, step 5), the call is admitted by the host's policy
+   (:mod:`hivegate.policy.calls`): the caller's rate limit on
+   the agent (429 ``rate_limited`` with ``Retry-After``), then each ``file_id`` attachment resolved to the
+   uploaded file's bytes (400 ``invalid_params`` for one the caller may not use; nothing is invoked);
+5. the agent's call target (its backend started on first use; none → 501 ``agent_not_invocable``)
    runs the message through :func:`~hivegate.calls.invoke.invoke`: the agent's deadline (shortened
    by ``timeout_ms``), its errors, and cancellation when the client disconnects
    (:func:`~hivegate.calls.cancel.cancel_on_disconnect` for the blocking answer; sse-starlette's
    disconnect listener for a stream);
-5. the answer is a JSON object, or SSE frames when the request asks for ``text/event-stream``
+6. the answer is a JSON object, or SSE frames when the request asks for ``text/event-stream``
    (:func:`_asks_for_sse`; :mod:`hivegate.rest.rendering`).
 
 Spec: /work/shared/reference/product-surface.md §4.7, §6.2 (the original's invoke), §9.1 (codes).
@@ -28,7 +32,7 @@ import logging
 import re
 import uuid
 from collections.abc import AsyncGenerator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
@@ -52,6 +56,7 @@ from hivegate.errors import (
     InvalidRequestError,
     MethodNotAllowedError,
 )
+from hivegate.files.attachments import file_reference
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.negotiation import parse_accept
 from hivegate.mcp.transport import check_accept, check_content_type, parse_json, read_body, request_headers
@@ -87,7 +92,8 @@ _STREAM_BUFFER = 64
 
 @dataclass(frozen=True, slots=True)
 class InvokeRequest:
-    """A parsed invoke body. ``idempotency_key`` and ``metadata`` are accepted and not used (issue 10)."""
+    """A parsed invoke body. ``idempotency_key`` and ``metadata`` are accepted and not used (issue 10).
+    ``attachments`` items with a ``file_id`` are unresolved (:func:`~hivegate.files.attachments.file_reference`)."""
 
     message: str
     context_id: str | None = None
@@ -118,8 +124,11 @@ def _attachments(raw: Any) -> tuple[Attachment, ...]:
     for item in raw:  # pyright: ignore[reportUnknownVariableType]
         if not isinstance(item, dict):
             raise _param("attachments", "each attachment must be an object")
-        if "file_id" in item:
-            raise _param("attachments", "file_id needs the original's file service; send 'uri' or 'data' instead")
+        if "file_id" in item:  # an uploaded file (POST /api/v1/files), resolved when the call is admitted
+            if item.get("uri") is not None or item.get("data") is not None:  # pyright: ignore[reportUnknownMemberType]
+                raise _param("attachments", "an attachment has either 'file_id' or 'uri' / 'data'")
+            found.append(file_reference(item["file_id"], item.get("filename"), item.get("content_type")))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+            continue
         fields: dict[str, str | None] = {}
         for name in _ATTACHMENT_FIELDS:
             value = item.get(name)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
@@ -244,6 +253,12 @@ class InvokeEndpoint:
         target = None if runtime is None else runtime.view.call_target
         if target is None:
             raise AgentNotInvocableError(f"agent {agent_id} takes no messages: it has no invocable backend")
+        # Issue 10 items 3-4: the call's admission, before anything is invoked.
+        policy = self._host.policy
+        await policy.check_rate(principal, target.spec)
+        if request.attachments:
+            attachments = await policy.resolve_attachments(principal, agent_id, request.attachments)
+            request = replace(request, attachments=attachments)
         return principal, target, request, stream
 
     def _spec(self, agent_id: str) -> AgentSpec | None:

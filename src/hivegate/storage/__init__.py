@@ -8,7 +8,7 @@ Layout (protocol modules import no implementation; implementations import their 
 - :mod:`hivegate.storage.memory`: the four stores in process memory (``memory://``);
 - :mod:`hivegate.storage.sql`: the four stores in one SQL database, its engine, tables and migrations.
 
-``open_storage(url)`` returns one :class:`Storage`: the four stores on one backend. For a
+``open_storage(url)`` returns one :class:`Storage`: the stores on one backend. For a
 database URL (``sqlite+aiosqlite:///path.db``, ``postgresql+asyncpg://user@host/db``) it builds
 one engine, migrates the database once to the newest schema, and builds the four stores on that
 engine; :meth:`Storage.close` closes it.
@@ -22,14 +22,17 @@ from types import TracebackType
 
 from hivegate.storage.agents import AgentStore, ApplyReport, RegistryChanges, StoredAgent
 from hivegate.storage.credentials import CredentialStore
+from hivegate.storage.files import FileStore
 from hivegate.storage.memory.agents import MemoryAgentStore
 from hivegate.storage.memory.credentials import MemoryCredentialStore
+from hivegate.storage.memory.files import MemoryFileStore
 from hivegate.storage.memory.oauth import MemoryOAuthStore
 from hivegate.storage.memory.tasks import MemoryA2ATasks
 from hivegate.storage.oauth import OAuthStore
 from hivegate.storage.sql.agents import SqlAgentStore
 from hivegate.storage.sql.credentials import SqlCredentialStore
 from hivegate.storage.sql.engine import DEFAULT_LIMITS, DatabaseLimits, SqlDatabase
+from hivegate.storage.sql.files import SqlFileStore
 from hivegate.storage.sql.migrate import migrate
 from hivegate.storage.sql.oauth import SqlOAuthStore
 from hivegate.storage.sql.tasks import SqlA2ATasks
@@ -43,6 +46,7 @@ __all__ = [
     "ApplyReport",
     "CredentialStore",
     "DatabaseLimits",
+    "FileStore",
     "OAuthStore",
     "RegistryChanges",
     "Storage",
@@ -60,7 +64,7 @@ async def _nothing_to_release() -> None:
 
 @dataclass(frozen=True, slots=True)
 class Storage:
-    """The gateway's four stores on one backend, and what they share (one engine for SQL).
+    """The gateway's stores on one backend, and what they share (one engine for SQL).
 
     Use it as ``async with await open_storage(url) as storage:`` or call :meth:`close` once done.
     """
@@ -70,6 +74,8 @@ class Storage:
     oauth: OAuthStore
     tasks: A2ATasks
     """The A2A tasks: ``storage.tasks.open(owner_resolver)`` is an a2a-sdk ``TaskStore`` (:class:`A2ATasks`)."""
+    files: FileStore
+    """Uploaded files' records (their bytes are in a blob store: :mod:`hivegate.files.blobs`)."""
     database: str = MEMORY_URL
     """The database URL without its password (``memory://`` for the memory stores)."""
     _release: Callable[[], Awaitable[None]] = field(default=_nothing_to_release, repr=False)
@@ -110,7 +116,9 @@ async def open_storage(url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> Sto
         ValueError: for an in-memory SQLite URL (use ``memory://``).
     """
     if url == MEMORY_URL:
-        return Storage(MemoryAgentStore(), MemoryCredentialStore(), MemoryOAuthStore(), MemoryA2ATasks())
+        return Storage(
+            MemoryAgentStore(), MemoryCredentialStore(), MemoryOAuthStore(), MemoryA2ATasks(), MemoryFileStore()
+        )
     database = SqlDatabase(url, limits)
     try:
         await migrate(database)
@@ -122,6 +130,7 @@ async def open_storage(url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> Sto
         SqlCredentialStore(database),
         SqlOAuthStore(database),
         SqlA2ATasks(database),
+        SqlFileStore(database),
         database.name,
         database.close,
     )

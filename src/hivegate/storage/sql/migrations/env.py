@@ -16,6 +16,7 @@ from sqlalchemy import Connection
 
 from hivegate.storage.sql.credential_tables import api_keys, users
 from hivegate.storage.sql.engine import create_sql_engine
+from hivegate.storage.sql.file_tables import file_usage, files
 from hivegate.storage.sql.oauth_tables import (
     oauth_clients,
     oauth_codes,
@@ -34,6 +35,9 @@ OAUTH_TABLES = (oauth_clients, oauth_requests, oauth_codes, oauth_grants, oauth_
 
 TASK_TABLES = (tasks,)
 """Likewise for the A2A task table (migration ``0007``)."""
+
+FILE_TABLES = (files, file_usage)
+"""Likewise for the uploaded files' tables (migration ``0011``)."""
 
 
 def _run(connection: Connection) -> None:
