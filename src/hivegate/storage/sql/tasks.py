@@ -7,12 +7,12 @@ filters) are the SDK's, unchanged. Writes are hivegate's, on :data:`~hivegate.st
   excluded.owner … RETURNING id`` (SQLite and PostgreSQL). A crash leaves the old row or the new one;
   a task id another owner holds is refused (``TaskNotFoundError``), where the SDK's ``session.merge``
   (keyed by ``id`` only) would hand the task over to the new owner. It also sets ``saved_at``.
-- Saves are **group-committed** (:class:`_GroupCommit`): the saves that arrive while one write
-  transaction runs are written together by the next, one statement over all their rows, so
-  concurrent saves share one transaction (one ``BEGIN IMMEDIATE``/``COMMIT``, one trip to the
-  driver's thread) instead of queueing on SQLite's single writer lock one by one. Each ``save``
-  still returns only once its row is committed; a batch holds each task id at most once (a second
-  save of a task waits for the next batch, so saves of one task keep their order).
+- Saves are **group-committed** (:class:`~hivegate.storage.sql.group_commit.GroupCommit`): the
+  saves that arrive while one write transaction runs are written together by the next, one statement
+  over all their rows, so concurrent saves share one transaction (one ``BEGIN IMMEDIATE``/``COMMIT``,
+  one trip to the driver's thread) instead of queueing on SQLite's single writer lock one by one.
+  Each ``save`` still returns only once its row is committed; a batch holds each task id at most
+  once (a second save of a task waits for the next batch, so saves of one task keep their order).
 - ``delete`` is one ``DELETE … WHERE id = :id AND owner = :owner``.
 
 The schema belongs to migration ``0007``: the SDK store is built with ``create_table=False`` and never
@@ -22,12 +22,10 @@ SQL store (:class:`~hivegate.storage.sql.engine.SqlStore`).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import anyio
 from a2a.compat.v0_3.conversions import to_compat_task_status
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import OwnerResolver
@@ -37,9 +35,11 @@ from a2a.utils.errors import TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 from sqlalchemy import delete
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hivegate.storage.oauth import require_aware
 from hivegate.storage.sql.engine import SqlDatabase, SqlStore
+from hivegate.storage.sql.group_commit import GroupCommit
 from hivegate.storage.sql.task_tables import tasks
 from hivegate.storage.tasks import TERMINAL_STATES, GatewayTaskStore, check_ids, stored_owner
 
@@ -58,7 +58,7 @@ class SqlA2ATasks(SqlStore):
 
     def __init__(self, database: SqlDatabase) -> None:
         super().__init__(database)
-        self._writer = _GroupCommit(database)
+        self._writer = _TaskWriter(database)
 
     def open(self, owner_resolver: OwnerResolver) -> GatewayTaskStore:
         """See :meth:`A2ATasks.open`."""
@@ -108,7 +108,7 @@ def task_row(task: Task, rendered: dict[str, Any], owner: str) -> dict[str, Any]
 class SqlTaskStore(SqlStore, GatewayTaskStore):
     """An a2a-sdk ``TaskStore`` on the ``tasks`` table, confined to the owner its resolver names."""
 
-    def __init__(self, database: SqlDatabase, owner_resolver: OwnerResolver, writer: _GroupCommit) -> None:
+    def __init__(self, database: SqlDatabase, owner_resolver: OwnerResolver, writer: _TaskWriter) -> None:
         super().__init__(database)
         self._owner_resolver = owner_resolver
         self._sdk = _SdkStore(database, self._owner)
@@ -152,25 +152,15 @@ class SqlTaskStore(SqlStore, GatewayTaskStore):
 MAX_BATCH_ROWS = 256
 """Most task rows one group-committed write transaction holds."""
 
-_Pending = tuple[dict[str, Any], "asyncio.Future[bool]"]
 
-
-class _GroupCommit(SqlStore):
-    """The ``tasks`` table's one writer: rows saved concurrently are committed together (module docstring).
-
-    Saves queue; one flusher task (started by the first save of an idle writer, ended when the queue
-    is empty) writes up to :data:`MAX_BATCH_ROWS` queued rows per write transaction, oldest first.
-    A database failure fails every save of its batch (as
-    :class:`~hivegate.errors.StoreUnavailableError`); the next batch tries again. A cancelled save
-    leaves nothing behind: dropped while queued, waited for while its batch is being written, so once
-    ``save`` has returned or raised, no write of it is still to come.
-    """
+class _TaskWriter:
+    """The ``tasks`` table's one writer: a :class:`GroupCommit` of upserts (module docstring)."""
 
     def __init__(self, database: SqlDatabase) -> None:
-        super().__init__(database)
-        self._queue: list[_Pending] = []
-        self._flusher: asyncio.Task[None] | None = None
         self._statements: dict[str, Any] = {}
+        self._group: GroupCommit[dict[str, Any], bool] = GroupCommit(
+            database, self._write, keys=_task_id, max_batch=MAX_BATCH_ROWS, name="hivegate-task-writer"
+        )
 
     async def save(self, row: dict[str, Any]) -> bool:
         """Queue ``row`` (every column of ``tasks``) and wait until its batch is committed.
@@ -181,67 +171,13 @@ class _GroupCommit(SqlStore):
         Raises:
             StoreUnavailableError: the database failed while writing its batch.
         """
-        loop = asyncio.get_running_loop()
-        if self._flusher is not None and self._flusher.get_loop() is not loop:
-            self._flusher, self._queue = None, []  # left by an event loop that has ended: its callers are gone
-        done: asyncio.Future[bool] = loop.create_future()
-        pending = (row, done)
-        self._queue.append(pending)
-        if self._flusher is None:
-            self._flusher = loop.create_task(self._flush(), name="hivegate-task-writer")
-        try:
-            return await asyncio.shield(done)
-        except asyncio.CancelledError:
-            # A cancelled save is not left behind to land later: still queued, it is dropped; already
-            # being written, its batch is waited for (bounded by the statement timeout).
-            if any(queued is pending for queued in self._queue):
-                self._queue.remove(pending)
-                raise
-            with anyio.CancelScope(shield=True), contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.shield(done)
-            raise
+        return await self._group.submit(row)
 
-    async def _flush(self) -> None:
-        batch: list[_Pending] = []
-        try:
-            while self._queue:
-                batch = self._next_batch()
-                try:
-                    stored = await self._write([row for row, _ in batch])
-                except Exception as exc:
-                    error = self.unavailable(exc) or exc
-                    for _, done in batch:
-                        if not done.done():
-                            done.set_exception(error)
-                    continue
-                for row, done in batch:
-                    if not done.done():
-                        done.set_result(row["id"] in stored)
-        finally:
-            # Only when cancelled (the loop is shutting down) is anything left: nobody will write it.
-            for _, done in [*batch, *self._queue]:
-                done.cancel()
-            self._queue = []
-            self._flusher = None
-
-    def _next_batch(self) -> list[_Pending]:
-        """The oldest queued saves, up to :data:`MAX_BATCH_ROWS` and up to a second save of one task id."""
-        batch: list[_Pending] = []
-        ids: set[str] = set()
-        for pending in self._queue:
-            task_id = pending[0]["id"]
-            if task_id in ids or len(batch) == MAX_BATCH_ROWS:
-                break
-            ids.add(task_id)
-            batch.append(pending)
-        del self._queue[: len(batch)]
-        return batch
-
-    async def _write(self, rows: list[dict[str, Any]]) -> set[str]:
-        """Upsert ``rows`` in one write transaction; the ids stored (a row whose id another owner holds is not)."""
-        async with self._write_transaction() as conn:
-            result = await conn.execute(self._upsert(conn.dialect.name), rows)
-            return {row.id for row in result}
+    async def _write(self, conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> list[bool]:
+        """Upsert ``rows`` in the batch's transaction; whether each is stored (not when another owner holds its id)."""
+        result = await conn.execute(self._upsert(conn.dialect.name), list(rows))
+        stored = {row.id for row in result}
+        return [row["id"] in stored for row in rows]
 
     def _upsert(self, dialect_name: str) -> Any:
         statement = self._statements.get(dialect_name)
@@ -255,3 +191,8 @@ class _GroupCommit(SqlStore):
             ).returning(tasks.c.id)
             self._statements[dialect_name] = statement
         return statement
+
+
+def _task_id(row: dict[str, Any]) -> tuple[str]:
+    """A batch holds each task id at most once (a second save of a task waits for the next batch)."""
+    return (row["id"],)
