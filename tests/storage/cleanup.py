@@ -10,7 +10,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 ALL_TABLES = (
     "oauth_refresh_tokens, oauth_grants, oauth_codes, oauth_requests, oauth_clients, "
-    "api_keys, users, agents, registry_state, tasks, files, file_usage, alembic_version"
+    "api_keys, users, agents, registry_state, tasks, files, file_usage, conversation_turns, conversations, "
+    "idempotency_keys, alembic_version"
 )
 """Every table the migrations create, children first."""
 

@@ -3,14 +3,15 @@
 Layout (protocol modules import no implementation; implementations import their protocol):
 
 - :mod:`~hivegate.storage.agents`, :mod:`~hivegate.storage.credentials`, :mod:`~hivegate.storage.oauth`,
-  :mod:`~hivegate.storage.tasks`: the ``AgentStore``, ``CredentialStore``, ``OAuthStore`` and ``A2ATasks``
+  :mod:`~hivegate.storage.tasks`, :mod:`~hivegate.storage.files`, :mod:`~hivegate.storage.calls`: the
+  ``AgentStore``, ``CredentialStore``, ``OAuthStore``, ``A2ATasks``, ``FileStore`` and ``CallRecords``
   protocols, their records and errors;
-- :mod:`hivegate.storage.memory`: the four stores in process memory (``memory://``);
-- :mod:`hivegate.storage.sql`: the four stores in one SQL database, its engine, tables and migrations.
+- :mod:`hivegate.storage.memory`: the stores in process memory (``memory://``);
+- :mod:`hivegate.storage.sql`: the stores in one SQL database, its engine, tables and migrations.
 
 ``open_storage(url)`` returns one :class:`Storage`: the stores on one backend. For a
 database URL (``sqlite+aiosqlite:///path.db``, ``postgresql+asyncpg://user@host/db``) it builds
-one engine, migrates the database once to the newest schema, and builds the four stores on that
+one engine, migrates the database once to the newest schema, and builds the stores on that
 engine; :meth:`Storage.close` closes it.
 """
 
@@ -21,15 +22,18 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 from hivegate.storage.agents import AgentStore, ApplyReport, RegistryChanges, StoredAgent
+from hivegate.storage.calls import CallRecords
 from hivegate.storage.credentials import CredentialStore
 from hivegate.storage.files import FileStore
 from hivegate.storage.memory.agents import MemoryAgentStore
+from hivegate.storage.memory.calls import MemoryCallRecords
 from hivegate.storage.memory.credentials import MemoryCredentialStore
 from hivegate.storage.memory.files import MemoryFileStore
 from hivegate.storage.memory.oauth import MemoryOAuthStore
 from hivegate.storage.memory.tasks import MemoryA2ATasks
 from hivegate.storage.oauth import OAuthStore
 from hivegate.storage.sql.agents import SqlAgentStore
+from hivegate.storage.sql.calls import SqlCallRecords
 from hivegate.storage.sql.credentials import SqlCredentialStore
 from hivegate.storage.sql.engine import DEFAULT_LIMITS, DatabaseLimits, SqlDatabase
 from hivegate.storage.sql.files import SqlFileStore
@@ -76,6 +80,8 @@ class Storage:
     """The A2A tasks: ``storage.tasks.open(owner_resolver)`` is an a2a-sdk ``TaskStore`` (:class:`A2ATasks`)."""
     files: FileStore
     """Uploaded files' records (their bytes are in a blob store: :mod:`hivegate.files.blobs`)."""
+    calls: CallRecords
+    """What calls leave behind: conversations, their turns, idempotency records (:mod:`hivegate.storage.calls`)."""
     database: str = MEMORY_URL
     """The database URL without its password (``memory://`` for the memory stores)."""
     _release: Callable[[], Awaitable[None]] = field(default=_nothing_to_release, repr=False)
@@ -102,7 +108,7 @@ class Storage:
 
 
 async def open_storage(url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> Storage:
-    """The four stores for ``url``, ready to use; the caller closes them (:meth:`Storage.close`).
+    """The stores for ``url``, ready to use; the caller closes them (:meth:`Storage.close`).
 
     Args:
         url: :data:`MEMORY_URL` (nothing persists), or a database URL as for
@@ -117,7 +123,12 @@ async def open_storage(url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> Sto
     """
     if url == MEMORY_URL:
         return Storage(
-            MemoryAgentStore(), MemoryCredentialStore(), MemoryOAuthStore(), MemoryA2ATasks(), MemoryFileStore()
+            MemoryAgentStore(),
+            MemoryCredentialStore(),
+            MemoryOAuthStore(),
+            MemoryA2ATasks(),
+            MemoryFileStore(),
+            MemoryCallRecords(),
         )
     database = SqlDatabase(url, limits)
     try:
@@ -131,6 +142,7 @@ async def open_storage(url: str, limits: DatabaseLimits = DEFAULT_LIMITS) -> Sto
         SqlOAuthStore(database),
         SqlA2ATasks(database),
         SqlFileStore(database),
+        SqlCallRecords(database),
         database.name,
         database.close,
     )

@@ -14,6 +14,7 @@ import asyncio
 from alembic import context
 from sqlalchemy import Connection
 
+from hivegate.storage.sql.call_tables import conversation_turns, conversations, idempotency_keys
 from hivegate.storage.sql.credential_tables import api_keys, users
 from hivegate.storage.sql.engine import create_sql_engine
 from hivegate.storage.sql.file_tables import file_usage, files
@@ -38,6 +39,9 @@ TASK_TABLES = (tasks,)
 
 FILE_TABLES = (files, file_usage)
 """Likewise for the uploaded files' tables (migration ``0011``)."""
+
+CALL_TABLES = (conversations, conversation_turns, idempotency_keys)
+"""Likewise for the calls' conversations and idempotency records (migration ``0013``)."""
 
 
 def _run(connection: Connection) -> None:
