@@ -25,6 +25,7 @@ __all__ = [
     "BatchNotSupportedError",
     "BudgetExceededError",
     "CapacityExhaustedError",
+    "ConflictError",
     "ForbiddenOriginError",
     "GatewayError",
     "HeaderMismatchError",
@@ -198,6 +199,21 @@ class ResourceNotFoundError(InvalidParamsError):
     def __init__(self, uri: str) -> None:
         super().__init__(f"Resource not found: {uri}", data={"uri": uri})
         self.uri = uri
+
+
+class ConflictError(GatewayError):
+    """An idempotency key reused with a different payload (within its TTL); nothing was invoked.
+
+    ``data``: ``{"code": "conflict", "param": "idempotency_key"}``. Spec: the original platform's 409
+    ``conflict`` (product-surface §3.4 step 5); JSON-RPC -32602 with ``data.code`` on MCP and A2A.
+    """
+
+    code = "conflict"
+    http_status = 409
+    jsonrpc_code = INVALID_PARAMS
+
+    def __init__(self, message: str = "this idempotency_key was used with a different payload") -> None:
+        super().__init__(message, data={"code": self.code, "param": "idempotency_key"})
 
 
 class MethodNotFoundError(GatewayError):

@@ -31,6 +31,7 @@ from hivegate.auth.oauth.redirects import RedirectPolicy
 from hivegate.auth.oauth.server import AuthorizationServer
 from hivegate.auth.resolver import CredentialResolver
 from hivegate.auth.tokens import TokenCodec
+from hivegate.calls.contract import CallContract, ContractLimits
 from hivegate.errors import StoreUnavailableError
 from hivegate.files.blobs import open_blob_store
 from hivegate.files.uploads import FileLimits, Files
@@ -163,8 +164,9 @@ class Gateway:
     @asynccontextmanager
     async def running(self) -> AsyncGenerator[Gateway]:
         """Run what runs while the gateway serves: the agents' runtimes, the user endpoint's sessions,
-        the registry poll (``database.poll_interval_seconds``), the OAuth purge and the A2A task purge
-        (``a2a.task_retention_seconds``); all stop on exit, after the A2A tasks still running have been stopped."""
+        the registry poll (``database.poll_interval_seconds``), the OAuth purge, the A2A task purge
+        (``a2a.task_retention_seconds``) and the call records' purge (expired keys, idle
+        conversations); all stop on exit, after the A2A tasks still running have been stopped."""
         async with (
             self.host.running(),
             self.surfaces.user.running(),
@@ -174,6 +176,7 @@ class Gateway:
             tg.start_soon(_purge_expired, self.storage.oauth, PURGE_INTERVAL_SECONDS)
             if self.host.policy.files is not None:
                 tg.start_soon(self.host.policy.files.maintain, PURGE_INTERVAL_SECONDS)
+            tg.start_soon(self.host.policy.contract.maintain, PURGE_INTERVAL_SECONDS)
             tg.start_soon(
                 purge_expired_tasks,
                 self.storage.tasks,
@@ -232,10 +235,13 @@ async def purge_expired_tasks(tasks: A2ATasks, retention: timedelta, interval_se
 
 def create_call_policy(settings: Settings, storage: Storage) -> CallPolicy:
     """The rate limits (``rate_limits.*``) and uploaded files (``files.*``, bytes in :func:`open_blob_store`'s
-    store) every plane checks a call against."""
+    store) every plane checks a call against, and the call contract (``conversations.*``, ``idempotency.*``)
+    it runs the call under."""
     blobs = open_blob_store(settings.files.folder, storage.database)
     files = Files(storage.files, blobs, FileLimits.of(settings.files))
-    return CallPolicy(RateLimits(settings.rate_limits), files)
+    retention = settings.conversations.retention_seconds
+    limits = ContractLimits(float(settings.idempotency.ttl_seconds), float(retention) if retention else None)
+    return CallPolicy(RateLimits(settings.rate_limits), files, CallContract(storage.calls, limits))
 
 
 def _client_metadata_resolver(settings: Settings) -> ClientMetadataResolver | None:

@@ -230,6 +230,17 @@ class FilesSettings(_Group):
     """Bytes of files one call may attach together (``invalid_params`` beyond): they are read into memory."""
 
 
+class ConversationSettings(_Group):
+    retention_seconds: Annotated[int, Field(ge=0)] = 30 * 24 * 3600
+    """How long a conversation is kept after its last turn (``context_id`` then names nothing and the periodic
+    purge deletes it with its turns); 0 keeps conversations until their owner deletes them."""
+
+
+class IdempotencySettings(_Group):
+    ttl_seconds: Annotated[int, Field(ge=60, le=30 * 24 * 3600)] = 24 * 3600
+    """How long a finished call's outcome answers a retry with its ``idempotency_key`` (then the key is free)."""
+
+
 def sqlite_file(url: str) -> Path | None:
     """The absolute file a SQLite URL names, or None for any other database (and ``:memory:``)."""
     try:
@@ -364,6 +375,8 @@ class Settings(BaseSettings):
     a2a: A2ASettings = A2ASettings()
     rate_limits: RateLimitSettings = RateLimitSettings()
     files: FilesSettings = FilesSettings()
+    conversations: ConversationSettings = ConversationSettings()
+    idempotency: IdempotencySettings = IdempotencySettings()
     config_file: Path | None = None
     """The TOML file these settings (and its ``[[agents]]``) came from, if any."""
 

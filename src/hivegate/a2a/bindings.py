@@ -50,7 +50,7 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import ServerCallContextBuilder, create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks import TaskStore
 from a2a.types import Message, SendMessageRequest, Task
-from a2a.utils.errors import InternalError
+from a2a.utils.errors import InternalError, InvalidParamsError
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Mount, Router
 from starlette.types import Receive, Scope, Send
@@ -61,6 +61,7 @@ from hivegate.a2a.executor import (
     PRINCIPAL_STATE_KEY,
     InvocationExecutor,
     invocation_from_message,
+    message_key,
     no_invocable_backend,
     resolve_message_attachments,
 )
@@ -72,6 +73,7 @@ from hivegate.auth.gate import EndpointGate
 from hivegate.auth.principal import Principal
 from hivegate.calls.invoke import CallTarget
 from hivegate.errors import AgentNotFoundError, GatewayError, MethodNotAllowedError, NotFoundError
+from hivegate.errors import InvalidParamsError as GatewayInvalidParamsError
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.transport import parse_json, read_body, replay_receive, request_headers
 from hivegate.routing import A2A_SEGMENT
@@ -159,9 +161,20 @@ class _AgentRequestHandler(DefaultRequestHandler):
         agent_id: str = context.state[AGENT_STATE_KEY]
         if await self._endpoint.call_target(agent_id) is None:
             raise no_invocable_backend(agent_id)
-        invocation = invocation_from_message(agent_id, params.message, None, context.state[PRINCIPAL_STATE_KEY])
+        principal: Principal = context.state[PRINCIPAL_STATE_KEY]
+        message = params.message
+        invocation = invocation_from_message(agent_id, message, None, principal)
         await resolve_message_attachments(self._endpoint.policy, invocation, load=False)  # issue 10 item 3
-        check_context_id(params.message.context_id)  # the SDK would call the agent, then fail to save its task
+        check_context_id(message.context_id)  # the SDK would call the agent, then fail to save its task
+        message_key(message)  # issue 10 item 2: a key that cannot be one is refused before a task is made
+        if message.context_id and not message.task_id and principal.user_id is not None:
+            # Issue 10 item 1: a signed-in caller's named contextId must be one of its conversations.
+            try:
+                await self._endpoint.policy.contract.check_context(principal, agent_id, message.context_id)
+            except GatewayInvalidParamsError as exc:
+                raise InvalidParamsError(message=exc.message, data=exc.data) from None
+            except GatewayError as exc:  # the database failed: its generic message only
+                raise InternalError(message=exc.message) from None
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
         await self._admit(params, context)

@@ -2,6 +2,10 @@
 
 Mapping (``docs/a2a.md``, "How MCP and A2A map"):
 
+- the call runs under the call contract (:mod:`hivegate.calls.contract`, :func:`run_call`): ``contextId``
+  is the conversation (a signed-in caller's must name one of its conversations with the agent; a new
+  task's fresh ``contextId`` starts one), and the message's ``metadata.idempotency_key`` is the call's
+  idempotency key (:func:`message_key`);
 - the message's text parts, joined by ``\\n``, are the :class:`~hivegate.backends.base.Invocation`'s
   ``message`` (the MCP message tool's ``message``); ``contextId`` is its ``context_id``; ``raw`` and
   ``url`` parts are ``attachments`` (base64 ``data`` or ``uri``, with ``filename`` and
@@ -41,8 +45,10 @@ from google.protobuf.json_format import MessageToDict
 
 from hivegate.auth.principal import Principal
 from hivegate.backends.base import Attachment, Invocation
-from hivegate.calls.events import CallFailed, CallOutcome, ReplyDelta
-from hivegate.calls.invoke import CallTarget, invoke
+from hivegate.calls.contract import Settled, check_idempotency_key
+from hivegate.calls.events import CallFailed, CallOutcome, ReplyDelta, ReplySink
+from hivegate.calls.invoke import CallTarget
+from hivegate.errors import ConflictError, ServiceTimeoutError
 from hivegate.errors import InvalidParamsError as GatewayInvalidParamsError
 from hivegate.files.attachments import A2A_FILE_URL_PREFIX, file_reference
 from hivegate.policy.calls import OPEN_POLICY, CallPolicy
@@ -55,9 +61,11 @@ __all__ = [
     "TargetLookup",
     "failure_message",
     "invocation_from_message",
+    "message_key",
     "no_invocable_backend",
     "reply_artifact",
     "resolve_message_attachments",
+    "run_call",
     "settle",
 ]
 
@@ -144,6 +152,57 @@ async def resolve_message_attachments(policy: CallPolicy, request: Invocation, *
     return replace(request, attachments=attachments)
 
 
+IDEMPOTENCY_METADATA_KEY = "idempotency_key"
+"""The key of a message's ``metadata`` that carries its idempotency key (issue 10 item 2)."""
+
+
+def message_key(message: Message) -> str | None:
+    """The idempotency key in ``message.metadata`` (:data:`IDEMPOTENCY_METADATA_KEY`), or None.
+
+    Raises:
+        InvalidParamsError: not a string of 1–255 characters.
+    """
+    if IDEMPOTENCY_METADATA_KEY not in message.metadata.fields:
+        return None
+    value = message.metadata.fields[IDEMPOTENCY_METADATA_KEY]
+    raw = value.string_value if value.WhichOneof("kind") == "string_value" else value
+    try:
+        return check_idempotency_key(raw)
+    except GatewayInvalidParamsError as exc:
+        raise InvalidParamsError(message=exc.message, data=exc.data) from None
+
+
+async def run_call(
+    policy: CallPolicy,
+    principal: Principal,
+    target: CallTarget,
+    request: Invocation,
+    on_delta: ReplySink | None = None,
+    *,
+    key: str | None,
+    new_context: bool,
+    task_id: str,
+) -> Settled:
+    """Run ``request`` under the policy's call contract (:meth:`~hivegate.calls.contract.CallContract.run`),
+    with the contract's refusals as A2A errors.
+
+    A wait for a call holding the same key that passes the invoke timeout is a FAILED outcome, as a
+    timed-out call is.
+
+    Raises:
+        InvalidParamsError: a ``contextId`` that names no conversation of the caller with the agent, or
+            the key used with another payload (``data.code`` ``conflict``).
+    """
+    try:
+        return await policy.contract.run(
+            principal, target, request, on_delta, key=key, new_context=new_context, task_id=task_id
+        )
+    except (GatewayInvalidParamsError, ConflictError) as exc:
+        raise InvalidParamsError(message=exc.message, data=exc.data) from None
+    except ServiceTimeoutError as exc:
+        return Settled(CallFailed(exc), request.context_id)
+
+
 def no_invocable_backend(agent_id: str) -> UnsupportedOperationError:
     """The refusal of a message to an agent that has no invocable backend (an MCP server only)."""
     return UnsupportedOperationError(
@@ -217,7 +276,11 @@ class InvocationExecutor(AgentExecutor):
             )
             streamed = True
 
-        outcome = await invoke(principal, target, request, on_delta)
+        key = message_key(message)
+        settled = await run_call(
+            self._policy, principal, target, request, on_delta, key=key, new_context=True, task_id=task.id
+        )
+        outcome = settled.outcome
         if isinstance(outcome, CallFailed):
             await updater.failed(failure_message(task, outcome.error.message))
             return

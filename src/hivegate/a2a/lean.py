@@ -9,10 +9,12 @@ served here, with the pieces the SDK path uses:
   the SDK's dispatcher and handler do; the ids are new UUIDs, written into the message as the SDK's
   ``RequestContext`` does;
 - the executor's checks (:mod:`hivegate.a2a.executor`: an invocable backend, a message that maps to
-  an invocation, a context id the store can hold) come first, then :func:`~hivegate.calls.invoke.invoke`
-  runs the call, and :func:`~hivegate.a2a.executor.settle` gives the task the end the executor's
-  events fold to on the SDK path (COMPLETED with the ``response`` artifact, FAILED with the
-  agent's text, CANCELED), with no events: no reply deltas are kept, as the blocking answer has none;
+  an invocation, a context id the store can hold, an idempotency key) come first, then the call runs
+  under the call contract (:func:`~hivegate.a2a.executor.run_call`: its conversation and key; a
+  replayed key answers the task its first call made), and :func:`~hivegate.a2a.executor.settle`
+  gives the task the end the executor's events fold to on the SDK path (COMPLETED with the
+  ``response`` artifact, FAILED with the agent's text, CANCELED), with no events: no reply deltas
+  are kept, as the blocking answer has none;
 - the finished task is saved **once**, through the gateway's task store (the owner rule and its
   outages as on the SDK path), its JSON form made once for the row and the answer, which is the
   SDK's ``SendMessageResponse`` (``tests/e2e/test_a2a_bindings.py`` compares both paths' answers);
@@ -57,14 +59,15 @@ from hivegate.a2a.executor import (
     PRINCIPAL_STATE_KEY,
     TargetLookup,
     invocation_from_message,
+    message_key,
     no_invocable_backend,
     resolve_message_attachments,
+    run_call,
     settle,
 )
 from hivegate.auth.principal import Principal
 from hivegate.calls.cancel import cancel_on_disconnect
-from hivegate.calls.events import CallOutcome
-from hivegate.calls.invoke import invoke
+from hivegate.calls.contract import Settled
 from hivegate.mcp.fastpath import respond_json
 from hivegate.policy.calls import OPEN_POLICY, CallPolicy
 from hivegate.storage.tasks import GatewayTaskStore, check_context_id
@@ -239,22 +242,35 @@ class LeanSend:
         if target is None:
             raise no_invocable_backend(agent_id)
         message = params.message
-        context_id = message.context_id or str(uuid.uuid4())
+        named = message.context_id or None
+        context_id = named or str(uuid.uuid4())
         request = invocation_from_message(agent_id, message, context_id, principal)
         check_context_id(context_id)  # before the call, not after it
+        key = message_key(message)  # issue 10 item 2
         request = await resolve_message_attachments(self._policy, request)  # issue 10 item 3
         # The ids as the SDK's RequestContext gives them: new, and written into the message kept in history.
         message.task_id = str(uuid.uuid4())
         message.context_id = context_id
-        outcome: CallOutcome | None = None
+        settled: Settled | None = None
+        # Issue 10 item 1: a signed-in caller's named contextId must be one of its conversations; a
+        # fresh one starts a conversation; an anonymous caller's only groups its tasks.
+        new_context = named is None or principal.user_id is None
 
         async def work() -> None:
-            nonlocal outcome
-            outcome = await invoke(principal, target, request)
+            nonlocal settled
+            settled = await run_call(
+                self._policy, principal, target, request, key=key, new_context=new_context, task_id=message.task_id
+            )
 
         finished = await cancel_on_disconnect(receive, work)
-        task = Task(id=message.task_id, context_id=context_id, history=[message])
-        settle(task, outcome)
+        if settled is not None and settled.replayed is not None and settled.replayed.task_id is not None:
+            replayed = await self._store.get(settled.replayed.task_id, call_context)
+            if replayed is not None:  # the task the key's first call made (purged: a new one is made)
+                return (replayed, MessageToDict(replayed)) if finished else None
+        if settled is not None and settled.context_id is not None:
+            message.context_id = settled.context_id  # a replay's conversation
+        task = Task(id=message.task_id, context_id=message.context_id, history=[message])
+        settle(task, None if settled is None else settled.outcome)
         rendered = MessageToDict(task)
         await self._store.save_rendered(task, rendered, call_context)
         return (task, rendered) if finished else None

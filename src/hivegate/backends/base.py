@@ -10,7 +10,7 @@ A backend may offer two things:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -19,6 +19,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.subscriptions import SubscriptionBus
 
 from hivegate.auth.principal import ANONYMOUS, Principal
+from hivegate.storage.calls import Turn
 
 __all__ = ["Attachment", "Backend", "DeltaSink", "Invocation"]
 
@@ -54,10 +55,13 @@ class Invocation:
             arguments as compact JSON).
         arguments: the tool arguments as sent (a JSON object).
         skill_id: the skill called through its own tool, or None for the message tool.
-        context_id: the conversation this call continues, if the caller gave one.
+        context_id: the conversation this call is part of (issue 10 item 1: the one the caller
+            named, its MCP session's, or a new one); None for an anonymous call that named none.
         attachments: files sent with the message.
         principal: who is calling (user, OAuth client, granted agents, scopes); never the
             credential itself (MCP authorization: no token passthrough).
+        history: reads the conversation's stored turns (:meth:`earlier_turns`); set by the
+            invocation layer (:mod:`hivegate.calls.contract`), None without a kept conversation.
     """
 
     agent_id: str
@@ -67,6 +71,19 @@ class Invocation:
     context_id: str | None = None
     attachments: tuple[Attachment, ...] = ()
     principal: Principal = ANONYMOUS
+    history: Callable[[int], Awaitable[Sequence[Turn]]] | None = field(default=None, repr=False, compare=False)
+
+    async def earlier_turns(self, limit: int = 20) -> Sequence[Turn]:
+        """The conversation's newest ``limit`` (1–1000) turns before this call, oldest first: the caller's
+        messages (``role`` ``user``) and the agent's replies (``agent``; ``failed`` for a failure's text).
+        Empty without a kept conversation.
+
+        Raises:
+            hivegate.errors.StoreUnavailableError: the database failed.
+        """
+        if self.history is None:
+            return ()
+        return await self.history(limit)
 
 
 DeltaSink = Callable[[str], Awaitable[None]]

@@ -38,6 +38,7 @@ from starlette.types import Send
 
 from hivegate.mcp.fastpath import FAST_METHODS, respond_json
 from hivegate.mcp.sdk_bridge import run_handler
+from hivegate.mcp.session_context import session_scope
 from hivegate.mcp.surface import EndpointTarget
 
 __all__ = [
@@ -116,7 +117,8 @@ async def serve_legacy_fast(
     sessions = target.surface.sessions
     sessions.touch(session_id)
     params = message.get("params") or {}
-    payload = await _answer(target.surface.server, target.label, message["method"], params, message["id"], version)
+    with session_scope(session_id):
+        payload = await _answer(target.surface.server, target.label, message["method"], params, message["id"], version)
     sessions.touch(session_id)
     await respond_json(send, 200, payload, session_header)
 

@@ -50,6 +50,7 @@ from hivegate.mcp.event_journal import EventJournal
 from hivegate.mcp.event_store import EndpointEventStore
 from hivegate.mcp.legacy_sessions import BudgetedSessionManager, LegacySessions
 from hivegate.mcp.sdk_bridge import refresh_server_info
+from hivegate.mcp.session_context import session_scope
 from hivegate.settings import Settings
 
 __all__ = ["PRINCIPAL_KEY", "EndpointTarget", "McpSurface", "SurfaceBus", "SurfaceHandlers", "audience_key"]
@@ -275,11 +276,12 @@ class McpSurface:
         if not isinstance(principal, Principal):
             return await call_next(ctx)
         assert isinstance(request, Request)
+        session_id = None
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             session_id = request.headers.get(_SESSION_HEADER)
             if session_id is not None:
                 self.sessions.remember(session_id, ctx.session, audience_key(principal))
-        with principal_scope(principal):
+        with principal_scope(principal), session_scope(session_id):
             return await call_next(ctx)
 
     # -- lifecycle and announcements ---------------------------------------------------

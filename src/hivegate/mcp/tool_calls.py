@@ -6,12 +6,21 @@ behaves alike on both: reply deltas become ``notifications/progress`` when the r
 failure is an ``isError`` result; a deadline passed or an unavailable backend is a JSON-RPC error
 (raised here as :class:`~hivegate.errors.GatewayError`, converted by the handlers' one converter).
 
+The call runs under the call contract (:mod:`hivegate.calls.contract`): ``context_id`` and
+``idempotency_key`` come from the arguments or ``params._meta``; a call in a handshake-era session with
+no ``context_id`` continues the session's conversation. The result carries the conversation id in
+``structuredContent`` (``{"reply", "context_id"}``) and ``_meta`` (``context_id``, and
+``idempotency_replayed`` true for a replayed outcome); a changed payload under a used key is a
+JSON-RPC error (-32602, ``data.code`` ``conflict``), as is a ``context_id`` that names no
+conversation of the caller's (``invalid_params``: nothing is invoked).
+
 Spec: MCP 2026-07-28 server/tools#error-handling (input validation and tool failures are
-``isError`` results), basic/utilities/progress.
+``isError`` results), server/tools#structured-content, basic/utilities/progress.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -20,22 +29,36 @@ from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp_types import CallToolRequestParams
 
 from hivegate.calls.events import CallFailed, ReplyDelta, ReplySink
-from hivegate.calls.invoke import invoke
 from hivegate.errors import InvalidParamsError
-from hivegate.mcp.tools import build_invocation
+from hivegate.mcp.session_context import current_session
+from hivegate.mcp.tools import CONTRACT_META_KEYS, build_invocation, call_key
 from hivegate.mcp.view import AgentView
 from hivegate.policy.calls import OPEN_POLICY, CallPolicy
 
 __all__ = ["call_own_tool"]
 
 
-def _text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
-    """A ``CallToolResult`` of one text block (``resultType`` ``complete``), as its wire mapping.
+def _text_result(
+    text: str, *, is_error: bool = False, context_id: str | None = None, replayed: bool = False
+) -> dict[str, Any]:
+    """A ``CallToolResult`` of one text block (``resultType`` ``complete``), as its wire mapping, with the
+    conversation id in ``structuredContent`` and ``_meta`` when there is one.
 
     The SDK shapes a mapping as it does a model: cache hints, then validation and the per-version
     surface (Spec: MCP 2026-07-28 server/tools, ``CallToolResult``).
     """
-    return {"content": [{"type": "text", "text": text}], "isError": is_error, "resultType": "complete"}
+    result: dict[str, Any] = {
+        "content": [{"type": "text", "text": text}],
+        "isError": is_error,
+        "resultType": "complete",
+    }
+    if context_id is not None:
+        result["structuredContent"] = {"reply": text, "context_id": context_id}
+        meta: dict[str, Any] = {"context_id": context_id}
+        if replayed:
+            meta["idempotency_replayed"] = True
+        result["_meta"] = meta
+    return result
 
 
 async def call_own_tool(
@@ -53,14 +76,19 @@ async def call_own_tool(
 
     Raises:
         RateLimitedError: over the caller's limit on the agent (-32603, ``data.retryAfterSeconds``).
+        ConflictError: ``idempotency_key`` used with another payload (-32602, ``data.code`` ``conflict``).
+        InvalidParamsError: a ``context_id`` that names no conversation of the caller with the agent.
         InvalidParamsError: an attachment's ``file_id`` the caller may not use, or too many attachments (-32602).
         ServiceTimeoutError: the agent did not reply within its ``invoke_timeout_seconds`` (-32003).
         GatewayError: any other plane-level failure of the call (e.g. AgentServiceUnavailableError).
     """
     target = view.call_target
     assert target is not None  # own tools exist only for an invocable backend
+    arguments = params.arguments or {}
+    meta = _contract_meta(params)
     try:
-        request = build_invocation(view.spec, view.tool_index[params.name], params.arguments or {})
+        request = build_invocation(view.spec, view.tool_index[params.name], arguments, meta)
+        key = call_key(arguments, meta)
     except InvalidParamsError as exc:
         return _text_result(exc.message, is_error=True)
     # Issue 10 items 3-4: the call's admission, before anything is invoked.
@@ -75,9 +103,17 @@ async def call_own_tool(
             await ctx.session.report_progress(delta.index, None, delta.text)
 
         sink = on_delta
-    outcome = await invoke(request.principal, target, request, sink)
+    settled = await policy.contract.run(request.principal, target, request, sink, key=key, session=current_session())
+    outcome = settled.outcome
+    replayed = settled.replayed is not None
     if isinstance(outcome, CallFailed):
         if outcome.agent_failed:
-            return _text_result(outcome.error.message, is_error=True)
+            return _text_result(outcome.error.message, is_error=True, context_id=settled.context_id, replayed=replayed)
         raise outcome.error
-    return _text_result(outcome.text)
+    return _text_result(outcome.text, context_id=settled.context_id, replayed=replayed)
+
+
+def _contract_meta(params: CallToolRequestParams) -> dict[str, Any]:
+    """The contract's keys the request's ``_meta`` carries (:data:`~hivegate.mcp.tools.CONTRACT_META_KEYS`)."""
+    meta: Mapping[str, Any] = params.meta or {}
+    return {name: meta[name] for name in CONTRACT_META_KEYS if name in meta}

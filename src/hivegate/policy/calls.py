@@ -1,4 +1,5 @@
-"""The checks every plane runs at its entry before a call of an agent: rate limit, then attachments.
+"""The checks every plane runs at its entry before a call of an agent (rate limit, then attachments), and the
+call contract it runs the call under (conversations and idempotency keys: :mod:`hivegate.calls.contract`).
 
 :class:`CallPolicy` holds the process's :class:`~hivegate.policy.rate_limits.RateLimits` and
 :class:`~hivegate.files.uploads.Files`; the agent host hands it to every plane (MCP ``tools/call`` on
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from hivegate.agents.model import AgentSpec
 from hivegate.auth.principal import Principal
 from hivegate.backends.base import Attachment
+from hivegate.calls.contract import OPEN_CONTRACT, CallContract
 from hivegate.files.attachments import check_attachments, resolve_attachments
 from hivegate.files.uploads import Files
 from hivegate.policy.rate_limits import RateLimits
@@ -28,10 +30,11 @@ __all__ = ["OPEN_POLICY", "CallPolicy"]
 
 @dataclass(frozen=True, slots=True)
 class CallPolicy:
-    """The rate limits and the uploaded files of one gateway (module docstring)."""
+    """The rate limits, the uploaded files and the call contract of one gateway (module docstring)."""
 
     limits: RateLimits | None = None
     files: Files | None = None
+    contract: CallContract = OPEN_CONTRACT
 
     async def check_rate(self, principal: Principal, spec: AgentSpec, cost: float = 1.0) -> None:
         """Charge one call of ``spec`` to ``principal`` (:meth:`RateLimits.check`).
@@ -63,4 +66,4 @@ class CallPolicy:
 
 
 OPEN_POLICY = CallPolicy()
-"""No rate limit and no uploaded files."""
+"""No rate limit, no uploaded files, no call records (:data:`~hivegate.calls.contract.OPEN_CONTRACT`)."""

@@ -16,7 +16,10 @@ Per request (``docs/rest.md``):
    the agent (429 ``rate_limited`` with ``Retry-After``), then each ``file_id`` attachment resolved to the
    uploaded file's bytes (400 ``invalid_params`` for one the caller may not use; nothing is invoked);
 5. the agent's call target (its backend started on first use; none → 501 ``agent_not_invocable``)
-   runs the message through :func:`~hivegate.calls.invoke.invoke`: the agent's deadline (shortened
+   runs the message under the call contract (:mod:`hivegate.calls.contract`: ``context_id`` names one
+   of the caller's conversations with the agent, else one is started and returned; ``idempotency_key``
+   replays a finished call, waits for one running, 409 ``conflict`` for a changed payload), then
+   through :func:`~hivegate.calls.invoke.invoke`: the agent's deadline (shortened
    by ``timeout_ms``), its errors, and cancellation when the client disconnects
    (:func:`~hivegate.calls.cancel.cancel_on_disconnect` for the blocking answer; sse-starlette's
    disconnect listener for a stream);
@@ -45,8 +48,9 @@ from hivegate.auth.gate import EndpointGate
 from hivegate.auth.principal import Principal
 from hivegate.backends.base import Attachment, Invocation
 from hivegate.calls.cancel import cancel_on_disconnect
-from hivegate.calls.events import CallFailed, CallOutcome, ReplyDelta
-from hivegate.calls.invoke import CallTarget, invoke
+from hivegate.calls.contract import CallContract, Settled, check_idempotency_key
+from hivegate.calls.events import CallFailed, ReplyDelta, ReplySink
+from hivegate.calls.invoke import CallTarget
 from hivegate.errors import (
     AgentNotFoundError,
     AgentNotInvocableError,
@@ -92,14 +96,15 @@ _STREAM_BUFFER = 64
 
 @dataclass(frozen=True, slots=True)
 class InvokeRequest:
-    """A parsed invoke body. ``idempotency_key`` and ``metadata`` are accepted and not used (issue 10).
-    ``attachments`` items with a ``file_id`` are unresolved (:func:`~hivegate.files.attachments.file_reference`)."""
+    """A parsed invoke body. ``metadata`` is accepted and not used. ``attachments`` items with a ``file_id``
+    are unresolved (:func:`~hivegate.files.attachments.file_reference`)."""
 
     message: str
     context_id: str | None = None
     timeout_ms: int | None = None
     attachments: tuple[Attachment, ...] = ()
     arguments: Mapping[str, Any] | None = None
+    idempotency_key: str | None = None
 
 
 def _param(name: str, message: str) -> InvalidParamsError:
@@ -154,10 +159,10 @@ def parse_body(decoded: Any) -> InvokeRequest:
     if "message" not in body or body["message"] is None:
         raise _param("message", "'message' is required")
     message = body["message"]
-    if not isinstance(message, str):
-        raise _param("message", "'message' must be a string")
+    if not isinstance(message, str) or not message.strip():
+        raise _param("message", "'message' must be a non-empty string")
     context_id = _optional_id(body, "context_id")
-    _optional_id(body, "idempotency_key")
+    key = check_idempotency_key(body.get("idempotency_key"))
     metadata = body.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise _param("metadata", "'metadata' must be an object")
@@ -168,7 +173,7 @@ def parse_body(decoded: Any) -> InvokeRequest:
         timeout_ms = min(max(timeout_ms, MIN_TIMEOUT_MS), MAX_TIMEOUT_MS)
     attachments = _attachments(body.get("attachments"))
     arguments = {name: body[name] for name in ("message", "context_id", "attachments") if body.get(name) is not None}
-    return InvokeRequest(message, context_id, timeout_ms, attachments, arguments)
+    return InvokeRequest(message, context_id, timeout_ms, attachments, arguments, key)
 
 
 def _asks_for_sse(accept: str | None) -> bool:
@@ -203,7 +208,10 @@ class InvokeEndpoint:
             await rest_error_response(exc)(scope, receive, send)
             return
         principal, target, request, stream = call
+        # Issue 10 item 1: a signed-in caller's named context_id must be one of its conversations (the
+        # contract checks it); otherwise this id starts one. An anonymous caller's only labels the reply.
         context_id = request.context_id or str(uuid.uuid4())
+        new_context = request.context_id is None or principal.user_id is None
         invocation = Invocation(
             agent_id=agent_id,
             message=request.message,
@@ -215,24 +223,21 @@ class InvokeEndpoint:
         if request.timeout_ms is not None:
             seconds = min(request.timeout_ms / 1000, target.spec.invoke_timeout_seconds)
             target = CallTarget(target.spec.model_copy(update={"invoke_timeout_seconds": seconds}), target.backend)
+        contract = _Contract(self._host.policy.contract, request.idempotency_key, new_context)
         if stream:
-            await self._stream(principal, target, invocation, context_id)(scope, receive, send)
+            await self._stream(principal, target, invocation, contract)(scope, receive, send)
             return
-        outcome: CallOutcome | None = None
+        settled: Settled | None = None
 
         async def work() -> None:
-            nonlocal outcome
-            try:
-                outcome = await invoke(principal, target, invocation)
-            except Exception:
-                logger.exception("agent %s: the REST invoke failed", agent_id)
-                outcome = CallFailed(InternalError("Internal error"))
+            nonlocal settled
+            settled = await contract.run(principal, target, invocation)
 
         if not await cancel_on_disconnect(receive, work):
             logger.info("agent %s: the REST invoke client left; the call was cancelled", agent_id)
             return
-        assert outcome is not None
-        await invoke_reply(outcome, context_id)(scope, receive, send)
+        assert settled is not None
+        await invoke_reply(settled.outcome, settled.context_id or context_id)(scope, receive, send)
 
     async def _admit(
         self, agent_id: str, scope: Scope, receive: Receive
@@ -273,7 +278,7 @@ class InvokeEndpoint:
         return self._host.spec(agent_id)
 
     def _stream(
-        self, principal: Principal, target: CallTarget, invocation: Invocation, context_id: str
+        self, principal: Principal, target: CallTarget, invocation: Invocation, contract: _Contract
     ) -> EventSourceResponse:
         """The SSE answer: the call runs as sse-starlette's data sender, so a client that disconnects
         cancels it (the response's task group is cancelled, and the backend sees the cancellation)."""
@@ -287,12 +292,9 @@ class InvokeEndpoint:
                 await out.send(delta_frame(delta.text))
 
             async with out:
-                try:
-                    outcome: CallOutcome = await invoke(principal, target, invocation, on_delta)
-                except Exception:
-                    logger.exception("agent %s: the REST invoke stream failed", invocation.agent_id)
-                    outcome = CallFailed(InternalError("Internal error"))
-                for frame in done_frames(outcome, context_id, "".join(streamed)):
+                settled = await contract.run(principal, target, invocation, on_delta)
+                context_id = settled.context_id or invocation.context_id or ""
+                for frame in done_frames(settled.outcome, context_id, "".join(streamed)):
                     await out.send(frame)
 
         async def sender_task() -> None:
@@ -308,3 +310,28 @@ class InvokeEndpoint:
             data_sender_callable=sender_task,
             headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"},
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Contract:
+    """One invoke's run under the call contract (:mod:`hivegate.calls.contract`): its key, and whether
+    its context id is new (not the caller's to check)."""
+
+    contract: CallContract
+    key: str | None
+    new_context: bool
+
+    async def run(
+        self, principal: Principal, target: CallTarget, invocation: Invocation, on_delta: ReplySink | None = None
+    ) -> Settled:
+        """The settled call; a refusal of the contract (``invalid_params``, ``conflict``) or any other
+        failure is a :class:`~hivegate.calls.events.CallFailed` of the gateway (rendered as its error)."""
+        try:
+            return await self.contract.run(
+                principal, target, invocation, on_delta, key=self.key, new_context=self.new_context
+            )
+        except GatewayError as exc:
+            return Settled(CallFailed(exc), invocation.context_id)
+        except Exception:
+            logger.exception("agent %s: the REST invoke failed", invocation.agent_id)
+            return Settled(CallFailed(InternalError("Internal error")), invocation.context_id)

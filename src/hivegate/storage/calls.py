@@ -227,4 +227,3 @@ class CallRecords(Protocol):
             (records deleted, conversations deleted).
         """
         ...
-
