@@ -260,7 +260,7 @@ class SqlCallRecords(SqlStore):
             changed.append((await conn.execute(upsert_claims, [_claim_row(claim) for claim in claims])).rowcount)
         if dones:
             changed.append((await conn.execute(_FINISH, [_done_row(done) for done in dones])).rowcount)
-        held: dict[_Identity, IdempotencyRecord] = {}
+        held: dict[_Identity, IdempotencyRecord] | None = None  # None: every claim and DONE record took
         if min(changed, default=0) < 0 or sum(changed) != len(claims) + len(dones):
             held = await _holders(conn, [_identity(claim.record) for claim in claims] + [_identity(d) for d in dones])
         return [_outcome(item, held) for item in items]
@@ -403,13 +403,17 @@ async def _holders(conn: AsyncConnection, identities: list[_Identity]) -> dict[_
     return {_identity(record): record for record in held}
 
 
-def _outcome(item: _Item, held: dict[_Identity, IdempotencyRecord]) -> _Outcome:
-    """A claim's record (its own when it took the key), or whether a write's DONE record was stored."""
+def _outcome(item: _Item, held: dict[_Identity, IdempotencyRecord] | None) -> _Outcome:
+    """A claim's record (its own when it took the key), or whether a write's DONE record was stored.
+
+    ``held``: the keys' records as the batch left them; None when every claim and DONE record of the
+    batch changed its row (so each took its key).
+    """
     if isinstance(item, _Claim):
-        holder = held.get(_identity(item.record))
+        holder = None if held is None else held.get(_identity(item.record))
         return item.record if holder is None or holder.claim == item.record.claim else holder
     done = item.done
-    if done is None or not held:
+    if done is None or held is None:
         return True
     holder = held.get(_identity(done))
     return holder is not None and holder.claim == done.claim and holder.state is KeyState.DONE
