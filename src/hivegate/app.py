@@ -14,8 +14,9 @@ One route table (:class:`~hivegate.routing.RouteTable`):
 - ``/{agentId}/.well-known/agent-card.json`` (and its ``/agents/…`` alias, and the legacy
   ``agent.json`` name): the agent's public A2A card (:mod:`hivegate.a2a.card_routes`);
 - ``/api/v1/agents``: discovery, the cards of the agents the caller may see (:mod:`hivegate.a2a.discovery`);
-- ``/api/v1/files`` and below (any other ``/api/…`` path: 404 in the REST envelope): uploads for
-  attachments (:mod:`hivegate.rest.files`);
+- ``/api/v1/files`` and below: uploads for attachments (:mod:`hivegate.rest.files`);
+  ``/api/v1/conversations`` and below: the callers' conversations (:mod:`hivegate.rest.conversations`);
+  any other ``/api/…`` path: 404 in the REST envelope (:mod:`hivegate.rest.api`);
 - ``/``: what the gateway serves, HTML or JSON (:mod:`hivegate.home`);
 - ``/healthz``: the process is alive (200 ``{"status":"ok"}``);
 - a path ending ``/mcp/`` (an MCP endpoint with a trailing slash): 404 with a JSON-RPC error body
@@ -47,9 +48,12 @@ from hivegate.a2a.card_routes import AgentCardEndpoints
 from hivegate.a2a.discovery import DISCOVERY_PATH
 from hivegate.auth.oauth.endpoints import OAuthPlaneErrors
 from hivegate.errors import MethodNotAllowedError, NotFoundError, StoreUnavailableError
-from hivegate.gateway import Gateway
+from hivegate.gateway import Gateway, Surfaces
 from hivegate.home import HomePage
 from hivegate.mcp.rendering import jsonrpc_error_response
+from hivegate.rest.api import ApiEndpoint
+from hivegate.rest.conversations import CONVERSATIONS_PATH
+from hivegate.rest.files import FILES_PATH
 from hivegate.rest.invoke import INVOKE_TAIL
 from hivegate.rest.rendering import rest_error_response
 from hivegate.routing import RouteTable
@@ -111,11 +115,21 @@ def create_app(gateway: Gateway) -> RouteTable:
             DISCOVERY_PATH: surfaces.discovery,
             **dict.fromkeys(cards.root_paths(), root_cards),
         },
-        prefixes={"oauth": auth, ".well-known": auth, **({"api": surfaces.files} if surfaces.files else {})},
+        prefixes={"oauth": auth, ".well-known": auth, "api": _api(surfaces)},
         rest=McpLookalikes(rest),
         agent_documents={**dict.fromkeys(cards.agent_documents(), rest), INVOKE_TAIL: surfaces.rest},
         a2a=surfaces.a2a,
     )
+
+
+def _api(surfaces: Surfaces) -> ApiEndpoint:
+    """``/api/…`` below discovery: uploads and conversations, when the gateway keeps them."""
+    collections: dict[str, ASGIApp] = {}
+    if surfaces.files is not None:
+        collections[FILES_PATH] = surfaces.files
+    if surfaces.conversations is not None:
+        collections[CONVERSATIONS_PATH] = surfaces.conversations
+    return ApiEndpoint(collections)
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:

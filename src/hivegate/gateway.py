@@ -42,6 +42,7 @@ from hivegate.mcp.routes import McpEndpoint
 from hivegate.mcp.user_endpoint import UserEndpoint
 from hivegate.policy.calls import CallPolicy
 from hivegate.policy.rate_limits import RateLimits
+from hivegate.rest.conversations import ConversationsEndpoint
 from hivegate.rest.files import FilesEndpoint
 from hivegate.rest.invoke import InvokeEndpoint
 from hivegate.settings import Settings
@@ -72,6 +73,8 @@ class Surfaces:
     discovery: DiscoveryEndpoint
     files: FilesEndpoint | None = None
     """``/api/v1/files`` (uploads for attachments), when the gateway has a file store."""
+    conversations: ConversationsEndpoint | None = None
+    """``/api/v1/conversations`` (the callers' conversations), when the gateway keeps call records."""
 
 
 def build_surfaces(host: AgentHost, settings: Settings, gate: EndpointGate, tasks: A2ATasks) -> Surfaces:
@@ -79,6 +82,7 @@ def build_surfaces(host: AgentHost, settings: Settings, gate: EndpointGate, task
     the A2A tasks kept in ``tasks`` (the one place that builds them)."""
     codec = CursorCodec(settings.security.cursor_key.get_secret_value().encode())
     discovery = AgentDiscovery(host.registry, settings.base_url(), codec)
+    records = host.policy.contract.records
     return Surfaces(
         agent=McpEndpoint(host, settings, gate),
         user=UserEndpoint(host, settings, gate, discovery),
@@ -86,6 +90,7 @@ def build_surfaces(host: AgentHost, settings: Settings, gate: EndpointGate, task
         rest=InvokeEndpoint(host, gate, settings.server.max_body_bytes),
         discovery=DiscoveryEndpoint(discovery, gate),
         files=None if host.policy.files is None else FilesEndpoint(host.policy.files, gate, settings.base_url()),
+        conversations=None if records is None else ConversationsEndpoint(records, gate),
     )
 
 

@@ -205,9 +205,9 @@ class CallContract:
         """Keys whose claim a call of this process holds → set when that call has ended."""
 
     @property
-    def keeps_conversations(self) -> bool:
-        """Whether conversations are stored (a store is configured)."""
-        return self._records is not None
+    def records(self) -> CallRecords | None:
+        """The store of conversations and keys (None: nothing is kept)."""
+        return self._records
 
     async def check_context(self, principal: Principal, agent_id: str, context_id: str) -> None:
         """Refuse a ``context_id`` that names no conversation of ``principal`` with ``agent_id``.
