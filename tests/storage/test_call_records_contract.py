@@ -558,3 +558,14 @@ async def test_postgres_refused_is_store_unavailable_and_recovers(postgres_datab
                 assert texts(await calls.turns("c1", "u1")) == ["hi", "hello"]
             finally:
                 await storage.close()
+
+
+async def test_naive_times_are_refused(calls: CallRecords) -> None:
+    naive = NOW.replace(tzinfo=None)
+    with pytest.raises(ValueError, match="aware"):
+        await calls.record(CallWrite(conversation(), [Turn(TurnRole.USER, "hi", naive)]))
+    with pytest.raises(ValueError, match="aware"):
+        await calls.claim(running(), naive)
+    with pytest.raises(ValueError, match="aware"):
+        await calls.purge(NOW, naive)
+    assert await calls.conversation("c1") is None

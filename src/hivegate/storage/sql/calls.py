@@ -25,6 +25,12 @@ a live record, a claim taken over; or always on PostgreSQL, whose driver gives n
 its key. A batch holds each idempotency key at most once (a second claim of a key waits for the next
 batch, and sees the first), so the statements' order within the transaction does not matter.
 
+Across replicas on one PostgreSQL, each statement takes its row locks in key order (rows sorted by
+conversation id or idempotency key), so two batches writing the same conversations or claiming the same
+keys wait for each other instead of deadlocking. One crossing remains: a batch claiming key A and
+finishing key B against another replica's batch claiming B and finishing A; PostgreSQL then aborts one
+of the two transactions and that batch's callers get ``StoreUnavailableError``.
+
 Turns go with their conversation by ``ON DELETE CASCADE`` (the engine turns SQLite's foreign keys on
 for every connection: :func:`~hivegate.storage.sql.engine.create_sql_engine`).
 """
@@ -49,7 +55,6 @@ from hivegate.storage.calls import (
     Turn,
     TurnRole,
 )
-from hivegate.storage.oauth import require_aware
 from hivegate.storage.sql.call_tables import conversation_turns, conversations, idempotency_keys
 from hivegate.storage.sql.engine import SqlDatabase, SqlStore
 from hivegate.storage.sql.group_commit import GroupCommit
@@ -127,7 +132,7 @@ class SqlCallRecords(SqlStore):
         if agent_id is not None:
             query = query.where(conversations.c.agent_id == agent_id)
         if before is not None:
-            require_aware(before[0])
+            _require_aware(before[0])
             at, last_id = before
             updated_at = conversations.c.updated_at
             query = query.where(or_(updated_at < at, and_(updated_at == at, conversations.c.id < last_id)))
@@ -190,7 +195,7 @@ class SqlCallRecords(SqlStore):
             ValueError: a naive datetime, or a value longer than its column holds.
             StoreUnavailableError: the database failed.
         """
-        require_aware(record, now)
+        _require_aware(record.created_at, record.expires_at, now)
         _check_record(record)
         held = await self._writer.submit(_Claim(record, now))
         if not isinstance(held, IdempotencyRecord):  # pragma: no cover - _write answers a claim with a record
@@ -222,7 +227,7 @@ class SqlCallRecords(SqlStore):
             ValueError: a naive datetime, or a value longer than its column holds.
             StoreUnavailableError: the database failed.
         """
-        require_aware(write.conversation, write.done, *write.turns)
+        _require_aware_write(write)
         if write.conversation is not None:
             _check_length("conversation id", write.conversation.id)
         if write.done is not None:
@@ -232,7 +237,7 @@ class SqlCallRecords(SqlStore):
 
     async def purge(self, now: datetime, idle_before: datetime | None) -> tuple[int, int]:
         """See :meth:`CallRecords.purge`: two ``DELETE`` statements on indexed times, one transaction."""
-        require_aware(now, idle_before)
+        _require_aware(now, idle_before)
         async with self._write_transaction() as conn:
             keys = await conn.execute(delete(idempotency_keys).where(idempotency_keys.c.expires_at < now))
             idle = 0
@@ -244,8 +249,9 @@ class SqlCallRecords(SqlStore):
     async def _write(self, conn: AsyncConnection, items: Sequence[_Item]) -> list[_Outcome]:
         """Write one batch in its transaction (module docstring); each item's outcome, in order."""
         writes = [item for item in items if isinstance(item, CallWrite)]
-        claims = [item for item in items if isinstance(item, _Claim)]
-        dones = [write.done for write in writes if write.done is not None]
+        # Rows sorted by key: two replicas' batches on PostgreSQL lock shared rows in one order.
+        claims = sorted((item for item in items if isinstance(item, _Claim)), key=lambda claim: _identity(claim.record))
+        dones = sorted((write.done for write in writes if write.done is not None), key=_identity)
         upsert_conversations, upsert_claims = self._dialect_statements(conn.dialect.name)
         totals = _conversation_totals(writes)
         if totals:
@@ -329,7 +335,7 @@ def _identity_is(identity: _Identity) -> tuple[Any, ...]:
 
 
 def _conversation_totals(writes: Sequence[CallWrite]) -> list[dict[str, Any]]:
-    """One ``conversations`` row per conversation the writes touch: their turns counted, the latest time."""
+    """One ``conversations`` row per conversation the writes touch (their turns counted, the latest time), by id."""
     totals: dict[str, dict[str, Any]] = {}
     for write in writes:
         conversation = write.conversation
@@ -349,7 +355,7 @@ def _conversation_totals(writes: Sequence[CallWrite]) -> list[dict[str, Any]]:
         else:
             row["updated_at"] = max(row["updated_at"], latest)
             row["turn_count"] += len(write.turns)
-    return list(totals.values())
+    return [totals[conversation_id] for conversation_id in sorted(totals)]
 
 
 def _turn_row(conversation_id: str, turn: Turn) -> dict[str, Any]:
@@ -460,3 +466,18 @@ def _check_record(record: IdempotencyRecord) -> None:
     if record.outcome is not None:
         _check_length("context_id", record.outcome.context_id)
         _check_length("task_id", record.outcome.task_id)
+
+
+def _require_aware(*values: datetime | None) -> None:
+    """Refuse naive datetimes: a direct check (the generic ``require_aware`` walks fields, ~40 times slower)."""
+    for value in values:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("call records need aware datetimes")
+
+
+def _require_aware_write(write: CallWrite) -> None:
+    conversation, done = write.conversation, write.done
+    if conversation is not None:
+        _require_aware(conversation.created_at, conversation.updated_at, *(turn.at for turn in write.turns))
+    if done is not None:
+        _require_aware(done.created_at, done.expires_at)
