@@ -782,7 +782,20 @@ BAD_MCP_ARGUMENTS: list[tuple[JsonObject, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("change", "param"), BAD_MCP_ARGUMENTS)
+@pytest.mark.parametrize(
+    ("change", "param"),
+    BAD_MCP_ARGUMENTS,
+    ids=[
+        "empty-message",
+        "blank-message",
+        "int-context",
+        "empty-context",
+        "long-key",
+        "int-key",
+        "empty-key",
+        "list-key",
+    ],
+)
 async def test_bad_mcp_arguments_are_an_error_result_and_nothing_runs(
     world: ContractWorld, change: JsonObject, param: str
 ) -> None:
@@ -806,10 +819,13 @@ BAD_REST_BODIES: list[tuple[JsonObject, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("change", "param"), BAD_REST_BODIES)
+@pytest.mark.parametrize(
+    ("change", "param"), BAD_REST_BODIES, ids=["empty-message", "int-context", "long-key", "int-key"]
+)
 async def test_bad_rest_bodies_are_invalid_params_and_nothing_runs(
     world: ContractWorld, change: JsonObject, param: str
 ) -> None:
+    """The same bad input on REST invoke: 400 ``invalid_params`` naming the field; the backend does not run."""
     message = _unique("bad-rest")
     async with httpx.AsyncClient(timeout=TIMEOUT) as http:
         response = await rest_invoke(http, world, "ctr", world.alice, {"message": message, **change})
@@ -822,13 +838,18 @@ BAD_A2A_MESSAGES: list[tuple[JsonObject, str]] = [
     ({"metadata": {"idempotency_key": 7}}, "idempotency_key"),
     ({"metadata": {"idempotency_key": ""}}, "idempotency_key"),
     ({"contextId": 5}, "contextId"),
+    ({"parts": [{"text": ""}]}, "empty"),
 ]
 
 
-@pytest.mark.parametrize(("change", "words"), BAD_A2A_MESSAGES)
+@pytest.mark.parametrize(
+    ("change", "words"), BAD_A2A_MESSAGES, ids=["long-key", "int-key", "empty-key", "int-context", "empty-text"]
+)
 async def test_bad_a2a_messages_are_invalid_params_and_nothing_runs(
     world: ContractWorld, change: JsonObject, words: str
 ) -> None:
+    """A bad key in ``metadata``, a ``contextId`` that is no string, an empty text part: -32602 naming it;
+    the backend does not run."""
     message = _unique("bad-a2a")
     body = {
         "jsonrpc": "2.0",
