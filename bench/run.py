@@ -24,6 +24,7 @@ Workloads (2026-07-28 requests carry MCP-Protocol-Version, Mcp-Method, Mcp-Name 
     tools_call          2026-07-28 tools/call echo("hello")   hivegate, sdk
     resources_read      2026-07-28 resources/read of hivegate://agent/config   hivegate
     legacy_tools_call   legacy-session tools/call echo("hello")                hivegate, sdk
+    tools_call_keyed    tools_call with a fresh idempotency_key per request    gate-* (not gate-none)
     a2a_send            A2A JSON-RPC SendMessage "hello" (blocking) at /echo/a2a   hivegate, a2a-sdk
 
 ``a2a_send`` runs with ``bench/wrk/a2a.lua`` (A2A-Version 1.0, a fresh messageId per request; every
@@ -121,6 +122,8 @@ TARGET_LEGACY_CALL_RATIO = 2.0
 TARGET_P99_OVER_P50 = 3.0
 TARGET_USER_OVER_AGENT = 0.9
 TARGET_A2A_SEND_RATIO = 5.0
+TARGET_CONTRACT_RATIO = 0.85
+"""Issue 10: a keyed call, and a rate-limited one, keep at least this share of the plain call's req/s."""
 
 
 # --- workloads -------------------------------------------------------------------------------
@@ -177,6 +180,8 @@ def _check_a2a_task(result: dict[str, Any]) -> str | None:
 
 
 _ECHO_ARGS = {"name": "echo", "arguments": {"message": "hello"}}
+# wrk's mcp.lua puts a string unique per request and run in place of @N@ (a fresh idempotency key every time)
+_KEYED_ECHO_ARGS = {"name": "echo", "arguments": {"message": "hello", "idempotency_key": "bench-@N@"}}
 # wrk's a2a.lua puts a number unique per request in place of @N@ (a fresh messageId every time)
 _A2A_MESSAGE = {"message": {"messageId": "bench-@N@", "role": "ROLE_USER", "parts": [{"text": "hello"}]}}
 
@@ -191,6 +196,16 @@ WORKLOADS = {
             "2026-07-28 tools/call",
             "tools/call",
             _ECHO_ARGS,
+            "echo",
+            False,
+            '"text":"hello"',
+            _check_echo,
+        ),
+        Workload(
+            "tools_call_keyed",
+            "2026-07-28 tools/call, a fresh idempotency_key",
+            "tools/call",
+            _KEYED_ECHO_ARGS,
             "echo",
             False,
             '"text":"hello"',
@@ -328,6 +343,8 @@ GATE_SERVERS = (
 USER_WORKLOADS = ("tools_list", "tools_call", "legacy_tools_call")
 """What the user-level endpoint serves alike (the echo agent's resources are renamed there)."""
 HIVEGATE_WORKLOADS = SERVERS["hivegate"].workloads
+GATE_ONLY_WORKLOADS = ("tools_call_keyed",)
+"""Workloads of a signed-in caller only (an idempotency key needs one: issue 10 item 2)."""
 
 
 def gate_specs(tmp: Path, tree: Path) -> dict[str, ServerSpec]:
@@ -387,7 +404,8 @@ def gate_specs(tmp: Path, tree: Path) -> dict[str, ServerSpec]:
             "HIVEGATE_RATE_LIMITS__ENABLED": "true" if rate_limit is not None else "false",
             "HIVEGATE_RATE_LIMITS__CALLS_PER_MINUTE": str(rate_limit or 60),
         }
-        workloads = HIVEGATE_WORKLOADS if path != "/mcp" else USER_WORKLOADS
+        signed_in = GATE_ONLY_WORKLOADS if auth is not None else ()
+        workloads = HIVEGATE_WORKLOADS + signed_in if path != "/mcp" else USER_WORKLOADS
         return ServerSpec(name, serve(config, url), "hivegate listening on ", path, workloads, env, auth)
 
     gate_url, none_url = made["gate_database_url"], made["none_database_url"]
@@ -568,7 +586,8 @@ def verify(client: httpx.Client, url: str, workload: Workload, session_id: str |
     headers = request_headers(workload, session_id, auth)
     for i in range(1, SAMPLE_SIZE + 1):
         body = {"jsonrpc": "2.0", "id": i, "method": workload.method, "params": request_params(workload)}
-        content = json.dumps(body).replace("@N@", f"sample-{i}")  # a2a.lua's per-request number
+        # a2a.lua's per-request number, mcp.lua's per-request key (unique per run here too)
+        content = json.dumps(body).replace("@N@", f"sample-{os.getpid()}-{time.time_ns()}-{i}")
         response = client.post(url, content=content, headers=headers)
         where = f"{workload.name} sample {i} at {url}"
         if response.status_code != 200:
@@ -881,6 +900,7 @@ def ratios(rows: list[dict[str, Any]], rounds: list[list[dict[str, Any]]]) -> di
     for r in rows:
         out[f"{r['server']}_{r['workload']}_p99_over_p50"] = round(r["latency_ms"]["p99"] / r["latency_ms"]["p50"], 2)
     out |= user_ratios(rounds)
+    out |= contract_ratios(rounds)
     out["targets_met"] = targets_met(out)
     if gate := gate_ratios(rounds):
         out["over_gate_none"] = gate
@@ -921,7 +941,43 @@ TARGETS = (
         TARGET_USER_OVER_AGENT,
         True,
     ),
+    # issue 10: an idempotency key, and the rate limit on, each cost at most 15% of the plain call's req/s
+    (
+        "gate-oag_tools_call_keyed_rps_over_tools_call",
+        "gate-oag tools/call with a fresh idempotency_key >= 0.85x the plain call",
+        TARGET_CONTRACT_RATIO,
+        True,
+    ),
+    (
+        "tools_call_rps_gate-oag-limited_over_gate-oag",
+        "gate-oag-limited (rate limit on) tools/call >= 0.85x gate-oag",
+        TARGET_CONTRACT_RATIO,
+        True,
+    ),
 )
+
+
+def contract_ratios(rounds: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """Issue 10: gate-oag's keyed tools/call over its plain one, and gate-oag-limited's tools/call over
+    gate-oag's, each the median of the per-round ratios (the pair ran in the same round), with each round's."""
+    pairs = {
+        "gate-oag_tools_call_keyed_rps_over_tools_call": (("gate-oag", "tools_call_keyed"), ("gate-oag", "tools_call")),
+        "tools_call_rps_gate-oag-limited_over_gate-oag": (
+            ("gate-oag-limited", "tools_call"),
+            ("gate-oag", "tools_call"),
+        ),
+    }
+    out: dict[str, Any] = {}
+    for key, (top, bottom) in pairs.items():
+        per_round = []
+        for round_rows in rounds:
+            by = {(r["server"], r["workload"]): r for r in round_rows}
+            if top in by and bottom in by:
+                per_round.append(by[top]["rps"] / by[bottom]["rps"])
+        if per_round:
+            out[key] = round(statistics.median(per_round), 2)
+            out[f"{key}_rounds"] = [round(r, 2) for r in per_round]
+    return out
 
 
 def user_ratios(rounds: list[list[dict[str, Any]]]) -> dict[str, Any]:
@@ -1015,7 +1071,7 @@ def print_table(rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     if any(r["disturbed"] for r in rows):
         print("!: still disturbed after the retries; treat that row with care")
     for key, value in summary.items():
-        if key.endswith(("_over_sdk", "_over_a2a-sdk")):
+        if key.endswith(("_over_sdk", "_over_a2a-sdk", "_over_tools_call", "_over_gate-oag")):
             spread = summary.get(f"{key}_rounds", [])
             extra = f"  (rounds: {', '.join(f'{r:.2f}' for r in spread)})" if len(spread) > 1 else ""
             print(f"{key}: {value:.2f}x{extra}")

@@ -6,7 +6,8 @@
 -- EXPECT     a substring every response body must contain (e.g. "text":"hello")
 -- BODY_TAIL  the request object after its id, e.g. ,"method":"tools/list","params":{...}}
 --            the script sends {"jsonrpc":"2.0","id":N<BODY_TAIL> with N unique per request
---            (a legacy session must never see two requests in flight with one id)
+--            (a legacy session must never see two requests in flight with one id); "@N@" in it
+--            becomes a string unique per request and per run (a fresh idempotency key every time)
 -- HEADER     "Name: value" request headers
 -- MCP_BENCH_HEADER (environment, optional) one more "Name: value" header, e.g. the
 --            "Authorization: Bearer ..." credential, kept out of the command line (and out of
@@ -17,7 +18,7 @@
 -- setup(), done() (the BENCH_JSON line), the MCP_BENCH_HEADER header and the bad count: bench_json.lua
 local shared = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "") .. "bench_json.lua")
 
-local expect, tail, headers, base
+local expect, tail, headers, base, run
 local counter = 0
 
 function init(args)
@@ -31,11 +32,14 @@ function init(args)
    shared.add_env_header(headers)
    base = (tid or 0) * 1000000000
    counter = 0
+   math.randomseed(os.time())
+   run = string.format("%d-%d", os.time(), math.random(1, 1000000000))
 end
 
 function request()
    counter = counter + 1
-   local body = string.format('{"jsonrpc":"2.0","id":%d', base + counter) .. tail
+   local n = base + counter
+   local body = string.format('{"jsonrpc":"2.0","id":%d', n) .. tail:gsub("@N@", run .. "-" .. n)
    return wrk.format("POST", wrk.path, headers, body)
 end
 

@@ -45,7 +45,7 @@ from google.protobuf.json_format import MessageToDict
 
 from hivegate.auth.principal import Principal
 from hivegate.backends.base import Attachment, Invocation
-from hivegate.calls.contract import Settled, check_idempotency_key
+from hivegate.calls.contract import Keeper, Settled, check_idempotency_key
 from hivegate.calls.events import CallFailed, CallOutcome, ReplyDelta, ReplySink
 from hivegate.calls.invoke import CallTarget
 from hivegate.errors import ConflictError, ServiceTimeoutError
@@ -182,6 +182,7 @@ async def run_call(
     key: str | None,
     new_context: bool,
     task_id: str,
+    keep: Keeper | None = None,
 ) -> Settled:
     """Run ``request`` under the policy's call contract (:meth:`~hivegate.calls.contract.CallContract.run`),
     with the contract's refusals as A2A errors.
@@ -195,7 +196,7 @@ async def run_call(
     """
     try:
         return await policy.contract.run(
-            principal, target, request, on_delta, key=key, new_context=new_context, task_id=task_id
+            principal, target, request, on_delta, key=key, new_context=new_context, task_id=task_id, keep=keep
         )
     except (GatewayInvalidParamsError, ConflictError) as exc:
         raise InvalidParamsError(message=exc.message, data=exc.data) from None

@@ -45,6 +45,7 @@ from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers.response_helpers import build_error_response
+from a2a.types.a2a_pb2 import Message as A2AMessage
 from a2a.types.a2a_pb2 import SendMessageRequest, Task
 from a2a.utils.errors import A2AError, InternalError
 from a2a.utils.task import apply_history_length
@@ -68,6 +69,7 @@ from hivegate.a2a.executor import (
 from hivegate.auth.principal import Principal
 from hivegate.calls.cancel import cancel_on_disconnect
 from hivegate.calls.contract import Settled
+from hivegate.calls.events import CallOutcome
 from hivegate.mcp.fastpath import respond_json
 from hivegate.policy.calls import OPEN_POLICY, CallPolicy
 from hivegate.storage.tasks import GatewayTaskStore, check_context_id
@@ -252,14 +254,27 @@ class LeanSend:
         message.task_id = str(uuid.uuid4())
         message.context_id = context_id
         settled: Settled | None = None
+        saved: tuple[Task, dict[str, Any]] | None = None
         # Issue 10 item 1: a signed-in caller's named contextId must be one of its conversations; a
         # fresh one starts a conversation; an anonymous caller's only groups its tasks.
         new_context = named is None or principal.user_id is None
 
+        async def keep(outcome: CallOutcome, conversation_id: str | None) -> None:
+            # Saved before the key's outcome is recorded: a call waiting on the key then finds this task.
+            nonlocal saved
+            saved = await self._save(message, conversation_id, outcome, call_context)
+
         async def work() -> None:
             nonlocal settled
             settled = await run_call(
-                self._policy, principal, target, request, key=key, new_context=new_context, task_id=message.task_id
+                self._policy,
+                principal,
+                target,
+                request,
+                key=key,
+                new_context=new_context,
+                task_id=message.task_id,
+                keep=keep,
             )
 
         finished = await cancel_on_disconnect(receive, work)
@@ -267,10 +282,26 @@ class LeanSend:
             replayed = await self._store.get(settled.replayed.task_id, call_context)
             if replayed is not None:  # the task the key's first call made (purged: a new one is made)
                 return (replayed, MessageToDict(replayed)) if finished else None
-        if settled is not None and settled.context_id is not None:
-            message.context_id = settled.context_id  # a replay's conversation
+        if saved is None:  # cancelled (CANCELED), a failure of the gateway's call, or a replay of another plane's
+            conversation_id = None if settled is None else settled.context_id
+            saved = await self._save(
+                message, conversation_id, None if settled is None else settled.outcome, call_context
+            )
+        task, rendered = saved
+        return (task, rendered) if finished else None
+
+    async def _save(
+        self,
+        message: A2AMessage,
+        conversation_id: str | None,
+        outcome: CallOutcome | None,
+        call_context: ServerCallContext,
+    ) -> tuple[Task, dict[str, Any]]:
+        """The task of ``message`` ended with ``outcome`` (None: CANCELED), saved once, and its JSON form."""
+        if conversation_id is not None:
+            message.context_id = conversation_id  # a replay's conversation
         task = Task(id=message.task_id, context_id=message.context_id, history=[message])
-        settle(task, None if settled is None else settled.outcome)
+        settle(task, outcome)
         rendered = MessageToDict(task)
         await self._store.save_rendered(task, rendered, call_context)
-        return (task, rendered) if finished else None
+        return task, rendered

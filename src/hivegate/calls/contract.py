@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import secrets
 import uuid
@@ -76,6 +77,7 @@ __all__ = [
     "OPEN_CONTRACT",
     "CallContract",
     "ContractLimits",
+    "Keeper",
     "Settled",
     "check_context_id_argument",
     "check_idempotency_key",
@@ -100,6 +102,9 @@ _SESSION_NAMESPACE = uuid.UUID("5f1c8e0e-6a8e-4a38-9d55-2f4c9b0e7a11")
 """The uuid5 namespace of the conversation ids derived from handshake-era MCP sessions."""
 
 _UNKNOWN_CONTEXT = "context_id names no conversation of yours with this agent"
+
+Keeper = Callable[[CallOutcome, str | None], Awaitable[None]]
+"""What a plane stores of a call's outcome before the contract records it (:meth:`CallContract.run`'s ``keep``)."""
 
 
 def check_idempotency_key(value: Any) -> str | None:
@@ -150,7 +155,11 @@ def fingerprint(invocation: Invocation, context_id: str | None) -> str:
         [a.file_id, a.name, a.mime_type, a.uri, a.data if a.file_id is None else None] for a in invocation.attachments
     ]
     payload = [invocation.agent_id, invocation.skill_id, invocation.message, context_id, attachments, arguments]
-    return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    try:
+        canonical = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # what orjson cannot write (an integer beyond 64 bits, NaN): the stdlib's JSON
+        canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return hashlib.sha256(canonical).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +240,7 @@ class CallContract:
         session: str | None = None,
         new_context: bool = False,
         task_id: str | None = None,
+        keep: Keeper | None = None,
     ) -> Settled:
         """Run ``invocation`` on ``target`` as ``principal`` under the contract (module docstring).
 
@@ -241,6 +251,9 @@ class CallContract:
             key: the checked ``idempotency_key`` (:func:`check_idempotency_key`), or None.
             session: the handshake-era MCP session id, when the call came in one (its conversation).
             task_id: the A2A task that will hold the outcome (kept with the key for replays).
+            keep: called with an outcome to keep (a reply or the agent's failure) and the conversation id,
+                after the call and before the outcome is stored with the key, so what the plane stores
+                (an A2A task) exists when a waiting call replays it. Not called for a replay.
 
         Returns:
             The outcome and the conversation id (:class:`Settled`).
@@ -260,6 +273,8 @@ class CallContract:
                 why = "a signed-in caller" if user is None else "a gateway that keeps call records"
                 raise InvalidParamsError(f"'{what}' needs {why}", data={"param": what})
             outcome = await invoke(principal, target, invocation, on_delta)
+            if keep is not None and _keeps(outcome):
+                await keep(outcome, invocation.context_id)
             return Settled(outcome, invocation.context_id)
         records = self._records
         agent_id = invocation.agent_id
@@ -270,7 +285,7 @@ class CallContract:
         call = replace(invocation, context_id=conversation.id, history=_history(records, conversation.id))
         opens = named is None
         if key is None:
-            return await self._invoke(principal, target, call, on_delta, (conversation, opens), None)
+            return await self._invoke(principal, target, call, on_delta, (conversation, opens), None, keep)
         print_ = fingerprint(invocation, named)
         deadline = anyio.current_time() + target.spec.invoke_timeout_seconds
         while True:
@@ -285,7 +300,7 @@ class CallContract:
             if held.claim == mine.claim:
                 done = replace(mine, state=KeyState.DONE)
                 held_key = (done, task_id)
-                return await self._invoke(principal, target, call, on_delta, (conversation, opens), held_key)
+                return await self._invoke(principal, target, call, on_delta, (conversation, opens), held_key, keep)
             if held.state is KeyState.DONE:
                 return _replay(held)
             ended = await self._wait(held, deadline, target.spec.invoke_timeout_seconds)
@@ -328,6 +343,7 @@ class CallContract:
         on_delta: ReplySink | None,
         where: tuple[Conversation, bool],
         held: tuple[IdempotencyRecord, str | None] | None,
+        keep: Keeper | None = None,
     ) -> Settled:
         """Invoke ``call`` and store its turns (and its key's outcome, when it holds one) in one write.
 
@@ -350,6 +366,8 @@ class CallContract:
             outcome = await invoke(principal, target, call, on_delta)
             if not _keeps(outcome):
                 return Settled(outcome, conversation.id)
+            if keep is not None:
+                await keep(outcome, conversation.id)
             at = self._clock()
             failed = isinstance(outcome, CallFailed)
             text = outcome.error.message if isinstance(outcome, CallFailed) else outcome.text
