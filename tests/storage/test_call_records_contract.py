@@ -520,7 +520,7 @@ async def test_locked_sqlite_is_store_unavailable_and_recovers(tmp_path: Path) -
         assert isinstance(calls, SqlCallRecords)
         first = await _seed(calls)
         # An open WAL connection keeps a shared lock on the -shm file: empty the pool first, as after a restart.
-        await calls.engine.dispose()
+        await calls.release_connections()
         holder = sqlite3.connect(path, isolation_level=None, timeout=5)
         holder.execute("PRAGMA locking_mode=EXCLUSIVE")
         holder.execute("BEGIN EXCLUSIVE")

@@ -86,7 +86,7 @@ async def test_locked_sqlite_is_store_unavailable_within_the_statement_timeout(
     tasks = storage.tasks
     assert isinstance(tasks, SqlA2ATasks)
     # An open WAL connection keeps a shared lock on the -shm file: empty the pool first, as after a restart.
-    await tasks.engine.dispose()
+    await tasks.release_connections()
     holder = sqlite3.connect(path, isolation_level=None, timeout=5)
     holder.execute("PRAGMA locking_mode=EXCLUSIVE")
     holder.execute("BEGIN EXCLUSIVE")

@@ -42,9 +42,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, case, delete, or_, select, tuple_, update
+from sqlalchemy import Connection, and_, bindparam, case, delete, or_, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hivegate.storage.calls import (
     CallWrite,
@@ -56,7 +55,7 @@ from hivegate.storage.calls import (
     TurnRole,
 )
 from hivegate.storage.sql.call_tables import conversation_turns, conversations, idempotency_keys
-from hivegate.storage.sql.engine import SqlDatabase, SqlStore
+from hivegate.storage.sql.engine import SqlDatabase, SqlStore, execute_many
 from hivegate.storage.sql.group_commit import GroupCommit
 from hivegate.storage.sql.tables import UtcDateTime, record_columns
 
@@ -246,7 +245,7 @@ class SqlCallRecords(SqlStore):
                 idle = gone.rowcount
         return keys.rowcount, idle
 
-    async def _write(self, conn: AsyncConnection, items: Sequence[_Item]) -> list[_Outcome]:
+    def _write(self, conn: Connection, items: Sequence[_Item]) -> list[_Outcome]:
         """Write one batch in its transaction (module docstring); each item's outcome, in order."""
         writes = [item for item in items if isinstance(item, CallWrite)]
         # Rows sorted by key: two replicas' batches on PostgreSQL lock shared rows in one order.
@@ -254,21 +253,19 @@ class SqlCallRecords(SqlStore):
         dones = sorted((write.done for write in writes if write.done is not None), key=_identity)
         upsert_conversations, upsert_claims = self._dialect_statements(conn.dialect.name)
         totals = _conversation_totals(writes)
-        if totals:
-            await conn.execute(upsert_conversations, totals)
+        execute_many(conn, upsert_conversations, totals)
         turn_rows = [
             _turn_row(write.conversation.id, turn) for write in writes if write.conversation for turn in write.turns
         ]
-        if turn_rows:
-            await conn.execute(conversation_turns.insert(), turn_rows)
+        execute_many(conn, _INSERT_TURNS, turn_rows)
         changed: list[int] = []  # rows changed per statement; -1: the driver does not say (asyncpg executemany)
         if claims:
-            changed.append((await conn.execute(upsert_claims, [_claim_row(claim) for claim in claims])).rowcount)
+            changed.append(execute_many(conn, upsert_claims, [_claim_row(claim) for claim in claims]))
         if dones:
-            changed.append((await conn.execute(_FINISH, [_done_row(done) for done in dones])).rowcount)
+            changed.append(execute_many(conn, _FINISH, [_done_row(done) for done in dones]))
         held: dict[_Identity, IdempotencyRecord] | None = None  # None: every claim and DONE record took
         if min(changed, default=0) < 0 or sum(changed) != len(claims) + len(dones):
-            held = await _holders(conn, [_identity(claim.record) for claim in claims] + [_identity(d) for d in dones])
+            held = _holders(conn, [_identity(claim.record) for claim in claims] + [_identity(d) for d in dones])
         return [_outcome(item, held) for item in items]
 
     def _dialect_statements(self, dialect_name: str) -> tuple[Any, Any]:
@@ -279,6 +276,8 @@ class SqlCallRecords(SqlStore):
             self._statements[dialect_name] = statements
         return statements
 
+
+_INSERT_TURNS = conversation_turns.insert()
 
 _FINISH = update(idempotency_keys).where(
     idempotency_keys.c.user_id == bindparam("w_user_id"),
@@ -402,10 +401,10 @@ def _done_row(done: IdempotencyRecord) -> dict[str, Any]:
     }
 
 
-async def _holders(conn: AsyncConnection, identities: list[_Identity]) -> dict[_Identity, IdempotencyRecord]:
+def _holders(conn: Connection, identities: list[_Identity]) -> dict[_Identity, IdempotencyRecord]:
     """The records of ``identities`` as the batch's transaction sees them (one ``SELECT``)."""
     query = select(*_RECORD_COLUMNS).where(tuple_(*_KEY_IDENTITY).in_(identities))
-    held = [_record(row) for row in await conn.execute(query)]
+    held = [_record(row) for row in conn.execute(query)]
     return {_identity(record): record for record in held}
 
 

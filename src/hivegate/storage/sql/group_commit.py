@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+import functools
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Generic, TypeVar
 
 import anyio
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection
 
 from hivegate.storage.sql.engine import SqlDatabase, SqlStore
 
@@ -25,8 +26,10 @@ __all__ = ["BatchWriter", "GroupCommit"]
 ItemT = TypeVar("ItemT")
 OutcomeT = TypeVar("OutcomeT")
 
-BatchWriter = Callable[[AsyncConnection, Sequence[ItemT]], Awaitable[Sequence[OutcomeT]]]
-"""Writes a batch on a connection inside its write transaction; returns one outcome per item, in order."""
+BatchWriter = Callable[[Connection, Sequence[ItemT]], Sequence[OutcomeT]]
+"""Writes a batch on a connection inside its write transaction (synchronous Core: on SQLite it runs in a
+worker thread, :meth:`~hivegate.storage.sql.engine.SqlDatabase.run_write`); returns one outcome per item,
+in order."""
 
 
 class GroupCommit(SqlStore, Generic[ItemT, OutcomeT]):
@@ -104,8 +107,8 @@ class GroupCommit(SqlStore, Generic[ItemT, OutcomeT]):
             while self._queue:
                 batch = self._next_batch()
                 try:
-                    async with self._write_transaction() as conn:
-                        outcomes = await self._write(conn, [pending.item for pending in batch])
+                    items = [pending.item for pending in batch]
+                    outcomes = await self._db.run_write(functools.partial(self._write_batch, items))
                 except Exception as exc:
                     error = self.unavailable(exc) or exc
                     for pending in batch:
@@ -121,6 +124,9 @@ class GroupCommit(SqlStore, Generic[ItemT, OutcomeT]):
                 pending.done.cancel()
             self._queue = []
             self._flusher = None
+
+    def _write_batch(self, items: Sequence[ItemT], conn: Connection) -> Sequence[OutcomeT]:
+        return self._write(conn, items)
 
     def _next_batch(self) -> list[_Pending[ItemT, OutcomeT]]:
         """The oldest queued items, up to ``max_batch`` and up to a second item of one key."""

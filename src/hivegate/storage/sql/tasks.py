@@ -33,9 +33,8 @@ from a2a.server.tasks.database_task_store import DatabaseTaskStore
 from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, Task, TaskState, TaskStatus
 from a2a.utils.errors import TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
-from sqlalchemy import delete
+from sqlalchemy import Connection, delete
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hivegate.storage.oauth import require_aware
 from hivegate.storage.sql.engine import SqlDatabase, SqlStore
@@ -173,9 +172,9 @@ class _TaskWriter:
         """
         return await self._group.submit(row)
 
-    async def _write(self, conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> list[bool]:
+    def _write(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> list[bool]:
         """Upsert ``rows`` in the batch's transaction; whether each is stored (not when another owner holds its id)."""
-        result = await conn.execute(self._upsert(conn.dialect.name), list(rows))
+        result = conn.execute(self._upsert(conn.dialect.name), list(rows))
         stored = {row.id for row in result}
         return [row["id"] in stored for row in rows]
 
