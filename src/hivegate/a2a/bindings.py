@@ -58,6 +58,7 @@ from starlette.types import Receive, Scope, Send
 from hivegate.a2a.card import agent_card
 from hivegate.a2a.executor import (
     AGENT_STATE_KEY,
+    NAMED_CONTEXT_STATE_KEY,
     PRINCIPAL_STATE_KEY,
     InvocationExecutor,
     invocation_from_message,
@@ -167,6 +168,9 @@ class _AgentRequestHandler(DefaultRequestHandler):
         await resolve_message_attachments(self._endpoint.policy, invocation, load=False)  # issue 10 item 3
         check_context_id(message.context_id)  # the SDK would call the agent, then fail to save its task
         message_key(message)  # issue 10 item 2: a key that cannot be one is refused before a task is made
+        # The contextId the client named (the executor sees only the task's): it is the call's conversation
+        # and part of its payload (its idempotency fingerprint), as on the lean path.
+        context.state[NAMED_CONTEXT_STATE_KEY] = message.context_id if not message.task_id else None
         if message.context_id and not message.task_id and principal.user_id is not None:
             # Issue 10 item 1: a signed-in caller's named contextId must be one of its conversations.
             try:

@@ -55,6 +55,7 @@ from hivegate.policy.calls import OPEN_POLICY, CallPolicy
 
 __all__ = [
     "AGENT_STATE_KEY",
+    "NAMED_CONTEXT_STATE_KEY",
     "PRINCIPAL_STATE_KEY",
     "RESPONSE_ARTIFACT",
     "InvocationExecutor",
@@ -71,6 +72,9 @@ __all__ = [
 
 AGENT_STATE_KEY = "hivegate.agent_id"
 """``ServerCallContext.state`` key of the agent the request is for."""
+
+NAMED_CONTEXT_STATE_KEY = "hivegate.named_context_id"
+"""``ServerCallContext.state`` key of the ``contextId`` the client named in a message starting a task (or None)."""
 
 PRINCIPAL_STATE_KEY = "hivegate.principal"
 """``ServerCallContext.state`` key of the admitted :class:`~hivegate.auth.principal.Principal`."""
@@ -278,8 +282,12 @@ class InvocationExecutor(AgentExecutor):
             streamed = True
 
         key = message_key(message)
+        # A contextId the client named (checked at admission) is the call's conversation, checked again
+        # and part of its payload; one the SDK made for a new task starts a conversation.
+        named = state.get(NAMED_CONTEXT_STATE_KEY) or None
+        new_context = named is None or principal.user_id is None
         settled = await run_call(
-            self._policy, principal, target, request, on_delta, key=key, new_context=True, task_id=task.id
+            self._policy, principal, target, request, on_delta, key=key, new_context=new_context, task_id=task.id
         )
         outcome = settled.outcome
         if isinstance(outcome, CallFailed):

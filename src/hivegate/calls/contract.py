@@ -115,9 +115,9 @@ def check_idempotency_key(value: Any) -> str | None:
     """
     if value is None:
         return None
-    if not isinstance(value, str) or not value or len(value) > MAX_KEY_CHARS:
+    if not isinstance(value, str) or not value or len(value) > MAX_KEY_CHARS or "\x00" in value:
         raise InvalidParamsError(
-            f"'idempotency_key' must be a string of 1 to {MAX_KEY_CHARS} characters",
+            f"'idempotency_key' must be a string of 1 to {MAX_KEY_CHARS} characters, none of them NUL",
             data={"param": "idempotency_key"},
         )
     return value
@@ -131,9 +131,9 @@ def check_context_id_argument(value: Any) -> str | None:
     """
     if value is None:
         return None
-    if not isinstance(value, str) or not value or len(value) > MAX_CONTEXT_ID_CHARS:
+    if not isinstance(value, str) or not value or len(value) > MAX_CONTEXT_ID_CHARS or "\x00" in value:
         raise InvalidParamsError(
-            f"'context_id' must be a string of 1 to {MAX_CONTEXT_ID_CHARS} characters",
+            f"'context_id' must be a string of 1 to {MAX_CONTEXT_ID_CHARS} characters, none of them NUL",
             data={"param": "context_id"},
         )
     return value
@@ -319,7 +319,7 @@ class CallContract:
         if self._opening.get(context_id) == (user, agent_id):
             now = self._clock()
             return Conversation(context_id, user, agent_id, now, now)
-        if len(context_id) <= MAX_CONTEXT_ID_CHARS:
+        if len(context_id) <= MAX_CONTEXT_ID_CHARS and "\x00" not in context_id:
             found = await self._records.conversation(context_id)
             if found is not None and found.user_id == user and found.agent_id == agent_id:
                 return found
@@ -361,11 +361,12 @@ class CallContract:
         opening = opens and conversation.id not in self._opening
         if opening:
             self._opening[conversation.id] = (principal.user_id, call.agent_id)
-        stored = False
+        kept = False  # an outcome to keep: its key is not released, even when its record could not be written
         try:
             outcome = await invoke(principal, target, call, on_delta)
             if not _keeps(outcome):
                 return Settled(outcome, conversation.id)
+            kept = True
             if keep is not None:
                 await keep(outcome, conversation.id)
             at = self._clock()
@@ -381,7 +382,6 @@ class CallContract:
             try:
                 with anyio.CancelScope(shield=True):  # the reply exists: its record is not cut short
                     await records.record(write)
-                stored = True
             except StoreUnavailableError as exc:
                 # The caller still gets the reply its call produced; the turns are lost, and a key stays
                 # RUNNING until stale (docs/calls.md, "When the database fails").
@@ -391,7 +391,7 @@ class CallContract:
             if opening:
                 self._opening.pop(conversation.id, None)
             if ticket is not None:
-                if not stored:
+                if not kept:  # cancelled, timed out, the backend unavailable: the agent left nothing to keep
                     await _release(records, held[0] if held is not None else None)
                 if self._running.get(ticket) is ended:
                     del self._running[ticket]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -74,7 +74,7 @@ def _int_param(query: QueryParams, name: str, default: int, low: int, high: int)
     raw = query.get(name)
     if raw is None:
         return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19 or not low <= int(raw) <= high:
         raise InvalidParamsError(f"'{name}' must be an integer from {low} to {high}", data={"param": name})
     return int(raw)
 
@@ -93,9 +93,10 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         at, conversation_id = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
         moment = datetime.fromisoformat(at)
-        if not isinstance(conversation_id, str) or moment.tzinfo is None:
+        if not isinstance(conversation_id, str) or moment.tzinfo is None or "\x00" in conversation_id:
             raise ValueError(cursor)
-    except (ValueError, TypeError, binascii.Error, orjson.JSONDecodeError):
+        moment = moment.astimezone(UTC)  # a time UTC cannot hold (year 1 at +14:00) is no cursor of ours
+    except (ValueError, TypeError, OverflowError, binascii.Error, orjson.JSONDecodeError):
         raise InvalidCursorError("the cursor is not a next_cursor of this listing", data={"param": "cursor"}) from None
     return moment, conversation_id
 
@@ -154,7 +155,8 @@ class ConversationsEndpoint:
         Raises:
             NotFoundError: otherwise, whether it exists or not.
         """
-        found = await self._records.conversation(conversation_id) if len(conversation_id) <= 64 else None
+        storable = len(conversation_id) <= 64 and "\x00" not in conversation_id
+        found = await self._records.conversation(conversation_id) if storable else None
         if found is None or found.user_id != principal.user_id or not _reaches(principal, found.agent_id):
             raise NotFoundError("No such conversation")
         return found
@@ -162,6 +164,8 @@ class ConversationsEndpoint:
     async def _list(self, principal: Principal, query: QueryParams) -> Response:
         limit = _int_param(query, "limit", 50, 1, MAX_CONVERSATIONS_PAGE)
         agent_id = query.get("agent_id") or None
+        if agent_id is not None and (len(agent_id) > 64 or "\x00" in agent_id):
+            raise InvalidParamsError("'agent_id' is not an agent id", data={"param": "agent_id"})
         cursor = query.get("cursor")
         before = _decode_cursor(cursor) if cursor else None
         user = principal.user_id

@@ -361,7 +361,7 @@ def _turn_row(conversation_id: str, turn: Turn) -> dict[str, Any]:
     return {
         "conversation_id": conversation_id,
         "role": turn.role.value,
-        "text": turn.text,
+        "text": _text(turn.text),
         "at": turn.at,
         "failed": turn.failed,
     }
@@ -374,7 +374,7 @@ def _record_row(record: IdempotencyRecord) -> dict[str, Any]:
         "state": record.state.value,
         "created_at": record.created_at,
         "expires_at": record.expires_at,
-        "outcome_text": None if outcome is None else outcome.text,
+        "outcome_text": None if outcome is None else _text(outcome.text),
         "outcome_failed": outcome is not None and outcome.failed,
         "context_id": None if outcome is None else outcome.context_id,
         "task_id": None if outcome is None else outcome.task_id,
@@ -452,8 +452,14 @@ def _check_page(limit: int) -> None:
 
 
 def _check_length(name: str, value: str | None) -> None:
-    if value is not None and len(value) > _LIMITS[name]:
-        raise ValueError(f"{name} is at most {_LIMITS[name]} characters")
+    if value is not None and (len(value) > _LIMITS[name] or "\x00" in value):
+        raise ValueError(f"{name} is at most {_LIMITS[name]} characters, none of them NUL")
+
+
+def _text(value: str) -> str:
+    """A text as the tables keep it: PostgreSQL's ``text`` cannot hold NUL, so U+FFFD stands for it on
+    every database (one caller's NUL must not fail the batch it shares with others)."""
+    return value.replace("\x00", "\ufffd") if "\x00" in value else value
 
 
 def _check_record(record: IdempotencyRecord) -> None:
