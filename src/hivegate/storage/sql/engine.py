@@ -333,6 +333,11 @@ class SqlStore:
         """The database URL without its password."""
         return self._db.name
 
+    @property
+    def sql_database(self) -> SqlDatabase:
+        """The database this store works on."""
+        return self._db
+
     async def release_connections(self) -> None:
         """:meth:`SqlDatabase.release_connections` of this store's database."""
         await self._db.release_connections()
