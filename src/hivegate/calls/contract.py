@@ -367,25 +367,32 @@ class CallContract:
             if not _keeps(outcome):
                 return Settled(outcome, conversation.id)
             kept = True
-            if keep is not None:
-                await keep(outcome, conversation.id)
+            # The plane's own write (an A2A task) is submitted first and alongside the record, so both
+            # usually share one group-committed transaction; it is awaited before the call returns.
+            plane_write = None if keep is None else asyncio.ensure_future(keep(outcome, conversation.id))
             at = self._clock()
             failed = isinstance(outcome, CallFailed)
             text = outcome.error.message if isinstance(outcome, CallFailed) else outcome.text
             done = None
             if held is not None:
-                kept = StoredOutcome(text, failed, conversation.id, held[1])
+                stored = StoredOutcome(text, failed, conversation.id, held[1])
                 ttl = timedelta(seconds=self._limits.key_ttl_seconds)
-                done = replace(held[0], outcome=kept, expires_at=at + ttl)
+                done = replace(held[0], outcome=stored, expires_at=at + ttl)
             turns = (Turn(TurnRole.USER, call.message, at), Turn(TurnRole.AGENT, text, at, failed=failed))
             write = CallWrite(replace(conversation, updated_at=at), turns, done)
             try:
                 with anyio.CancelScope(shield=True):  # the reply exists: its record is not cut short
+                    if plane_write is not None:
+                        await asyncio.sleep(0)  # the plane's write is queued first: a replay then finds it
                     await records.record(write)
             except StoreUnavailableError as exc:
                 # The caller still gets the reply its call produced; the turns are lost, and a key stays
                 # RUNNING until stale (docs/calls.md, "When the database fails").
                 logger.warning("agent %s: the call's record was not stored: %s", call.agent_id, exc.reason)
+            finally:
+                if plane_write is not None:
+                    with anyio.CancelScope(shield=True):
+                        await plane_write
             return Settled(outcome, conversation.id)
         finally:
             if opening:
