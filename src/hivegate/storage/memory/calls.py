@@ -7,12 +7,18 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from hivegate.storage.calls import CallWrite, Conversation, IdempotencyRecord, KeyState, Turn
+from hivegate.storage.calls import (
+    CallWrite,
+    Conversation,
+    IdempotencyRecord,
+    KeyState,
+    Turn,
+    check_page,
+    require_aware,
+    require_aware_write,
+)
 
 __all__ = ["MemoryCallRecords"]
-
-MAX_PAGE = 1000
-"""The largest ``limit`` of a page of conversations or turns."""
 
 
 class MemoryCallRecords:
@@ -40,9 +46,9 @@ class MemoryCallRecords:
         Raises:
             ValueError: ``limit`` outside 1–1000, or a naive ``before`` time.
         """
-        _check_page(limit)
+        check_page(limit)
         if before is not None:
-            _require_aware(before[0])
+            require_aware(before[0])
         found = [
             item
             for item in self._conversations.values()
@@ -61,7 +67,7 @@ class MemoryCallRecords:
         Raises:
             ValueError: ``limit`` outside 1–1000.
         """
-        _check_page(limit)
+        check_page(limit)
         held = self._conversations.get(conversation_id)
         if held is None or held.user_id != user_id:
             return None
@@ -90,7 +96,7 @@ class MemoryCallRecords:
         Raises:
             ValueError: a naive datetime in ``record`` or ``now``.
         """
-        _require_aware(record.created_at, record.expires_at, now)
+        require_aware(record.created_at, record.expires_at, now)
         identity = (record.user_id, record.agent_id, record.key)
         held = self._keys.get(identity)
         if held is not None and now < held.expires_at:
@@ -116,7 +122,7 @@ class MemoryCallRecords:
         Raises:
             ValueError: a naive datetime in ``write``.
         """
-        _require_aware_write(write)
+        require_aware_write(write)
         stored = True
         if write.done is not None:
             done = write.done
@@ -149,7 +155,7 @@ class MemoryCallRecords:
         Raises:
             ValueError: a naive ``now`` or ``idle_before``.
         """
-        _require_aware(now, idle_before)
+        require_aware(now, idle_before)
         expired = [identity for identity, held in self._keys.items() if held.expires_at < now]
         for identity in expired:
             del self._keys[identity]
@@ -160,23 +166,3 @@ class MemoryCallRecords:
             del self._conversations[conversation_id]
             self._turns.pop(conversation_id, None)
         return len(expired), len(idle)
-
-
-def _check_page(limit: int) -> None:
-    if not 1 <= limit <= MAX_PAGE:
-        raise ValueError(f"limit must be 1-{MAX_PAGE}, not {limit}")
-
-
-def _require_aware(*values: datetime | None) -> None:
-    """Refuse naive datetimes: a direct check (the generic ``require_aware`` walks fields, ~40 times slower)."""
-    for value in values:
-        if value is not None and value.tzinfo is None:
-            raise ValueError("call records need aware datetimes")
-
-
-def _require_aware_write(write: CallWrite) -> None:
-    conversation, done = write.conversation, write.done
-    if conversation is not None:
-        _require_aware(conversation.created_at, conversation.updated_at, *(turn.at for turn in write.turns))
-    if done is not None:
-        _require_aware(done.created_at, done.expires_at)

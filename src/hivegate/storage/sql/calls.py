@@ -53,6 +53,9 @@ from hivegate.storage.calls import (
     StoredOutcome,
     Turn,
     TurnRole,
+    check_page,
+    require_aware,
+    require_aware_write,
 )
 from hivegate.storage.sql.call_tables import conversation_turns, conversations, idempotency_keys
 from hivegate.storage.sql.engine import SqlDatabase, SqlStore, execute_many
@@ -64,8 +67,6 @@ __all__ = ["MAX_BATCH_ITEMS", "SqlCallRecords"]
 MAX_BATCH_ITEMS = 128
 """Most claims and records one group-committed write transaction holds."""
 
-MAX_PAGE = 1000
-"""The largest ``limit`` of a page of conversations or turns."""
 
 _CONVERSATION_COLUMNS = record_columns(conversations, Conversation)
 _TURN_COLUMNS = record_columns(conversation_turns, Turn)
@@ -126,12 +127,12 @@ class SqlCallRecords(SqlStore):
         Raises:
             ValueError: ``limit`` outside 1–1000, or a naive ``before`` time.
         """
-        _check_page(limit)
+        check_page(limit)
         query = select(*_CONVERSATION_COLUMNS).where(conversations.c.user_id == user_id)
         if agent_id is not None:
             query = query.where(conversations.c.agent_id == agent_id)
         if before is not None:
-            _require_aware(before[0])
+            require_aware(before[0])
             at, last_id = before
             updated_at = conversations.c.updated_at
             query = query.where(or_(updated_at < at, and_(updated_at == at, conversations.c.id < last_id)))
@@ -147,7 +148,7 @@ class SqlCallRecords(SqlStore):
         Raises:
             ValueError: ``limit`` outside 1–1000.
         """
-        _check_page(limit)
+        check_page(limit)
         joined = conversations.outerjoin(
             conversation_turns,
             and_(conversation_turns.c.conversation_id == conversations.c.id, conversation_turns.c.seq > after_seq),
@@ -194,7 +195,7 @@ class SqlCallRecords(SqlStore):
             ValueError: a naive datetime, or a value longer than its column holds.
             StoreUnavailableError: the database failed.
         """
-        _require_aware(record.created_at, record.expires_at, now)
+        require_aware(record.created_at, record.expires_at, now)
         _check_record(record)
         held = await self._writer.submit(_Claim(record, now))
         if not isinstance(held, IdempotencyRecord):  # pragma: no cover - _write answers a claim with a record
@@ -226,7 +227,7 @@ class SqlCallRecords(SqlStore):
             ValueError: a naive datetime, or a value longer than its column holds.
             StoreUnavailableError: the database failed.
         """
-        _require_aware_write(write)
+        require_aware_write(write)
         if write.conversation is not None:
             _check_length("conversation id", write.conversation.id)
         if write.done is not None:
@@ -236,7 +237,7 @@ class SqlCallRecords(SqlStore):
 
     async def purge(self, now: datetime, idle_before: datetime | None) -> tuple[int, int]:
         """See :meth:`CallRecords.purge`: two ``DELETE`` statements on indexed times, one transaction."""
-        _require_aware(now, idle_before)
+        require_aware(now, idle_before)
         async with self._write_transaction() as conn:
             keys = await conn.execute(delete(idempotency_keys).where(idempotency_keys.c.expires_at < now))
             idle = 0
@@ -446,11 +447,6 @@ def _turn(row: Any) -> Turn:
     return Turn(role=TurnRole(row.role), text=row.text, at=row.at, failed=bool(row.failed), seq=int(row.seq))
 
 
-def _check_page(limit: int) -> None:
-    if not 1 <= limit <= MAX_PAGE:
-        raise ValueError(f"limit must be 1-{MAX_PAGE}, not {limit}")
-
-
 def _check_length(name: str, value: str | None) -> None:
     if value is not None and (len(value) > _LIMITS[name] or "\x00" in value):
         raise ValueError(f"{name} is at most {_LIMITS[name]} characters, none of them NUL")
@@ -471,18 +467,3 @@ def _check_record(record: IdempotencyRecord) -> None:
     if record.outcome is not None:
         _check_length("context_id", record.outcome.context_id)
         _check_length("task_id", record.outcome.task_id)
-
-
-def _require_aware(*values: datetime | None) -> None:
-    """Refuse naive datetimes: a direct check (the generic ``require_aware`` walks fields, ~40 times slower)."""
-    for value in values:
-        if value is not None and value.tzinfo is None:
-            raise ValueError("call records need aware datetimes")
-
-
-def _require_aware_write(write: CallWrite) -> None:
-    conversation, done = write.conversation, write.done
-    if conversation is not None:
-        _require_aware(conversation.created_at, conversation.updated_at, *(turn.at for turn in write.turns))
-    if done is not None:
-        _require_aware(done.created_at, done.expires_at)
