@@ -68,14 +68,50 @@ def call(message: str = "hello", agent_id: str = "a", **fields: Any) -> Invocati
     return Invocation(agent_id=agent_id, message=message, **fields)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-async def records(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncGenerator[CallRecords]:
-    url = "memory://" if request.param == "memory" else f"sqlite+aiosqlite:///{tmp_path / 'calls.db'}"
+class SharedStore:
+    """A real store presented as shared by replicas (``single_writer`` False), so the contract claims keys
+    in it (RUNNING records) as it does on PostgreSQL; every method is the store's own."""
+
+    def __init__(self, records: CallRecords) -> None:
+        self._records = records
+
+    @property
+    def single_writer(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._records, name)
+
+
+async def _open_records(kind: str, tmp_path: Path) -> AsyncGenerator[CallRecords]:
+    url = "memory://" if kind.startswith("memory") else f"sqlite+aiosqlite:///{tmp_path / 'calls.db'}"
     storage = await open_storage(url)
     try:
-        yield storage.calls
+        yield SharedStore(storage.calls) if kind.endswith("-shared") else storage.calls  # type: ignore[misc]
     finally:
         await storage.close()
+
+
+@pytest.fixture(params=["memory", "sqlite", "memory-shared", "sqlite-shared"])
+async def records(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncGenerator[CallRecords]:
+    """A store of each kind; ``-shared``: keys claimed in the store (the replicas' way), otherwise in
+    the process's memory (the store's only writer)."""
+    async for opened in _open_records(str(request.param), tmp_path):
+        yield opened
+
+
+@pytest.fixture(params=["memory-shared", "sqlite-shared"])
+async def shared_records(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncGenerator[CallRecords]:
+    """A store whose keys are claimed in it (RUNNING records), as replicas share PostgreSQL."""
+    async for opened in _open_records(str(request.param), tmp_path):
+        yield opened
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def own_records(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncGenerator[CallRecords]:
+    """A store with this process as its only writer: keys claimed in memory."""
+    async for opened in _open_records(str(request.param), tmp_path):
+        yield opened
 
 
 async def test_a_call_starts_a_conversation_and_the_next_one_sees_its_turns(records: CallRecords) -> None:
@@ -233,6 +269,8 @@ async def test_a_holder_cancelled_releases_the_key_and_a_waiter_runs_the_call(re
 
 
 async def test_a_claim_left_by_a_crash_goes_stale_and_is_taken_over(records: CallRecords) -> None:
+    """(In the store: a RUNNING record past its stale time is taken over; in memory: such a record, which
+    only a crash can have left, is not looked at.)"""
     now = datetime.now(UTC)
     contract, agent = CallContract(records), Agent()
     left = IdempotencyRecord(
@@ -254,8 +292,9 @@ async def test_a_claim_left_by_a_crash_goes_stale_and_is_taken_over(records: Cal
     assert stored.state is KeyState.DONE
 
 
-async def test_a_waiter_gives_up_at_its_deadline_while_a_live_claim_holds_the_key(records: CallRecords) -> None:
+async def test_a_waiter_gives_up_at_its_deadline_while_a_live_claim_holds_the_key(shared_records: CallRecords) -> None:
     """A live claim of another process (nothing in this one to wake the waiter) is polled until the deadline."""
+    records = shared_records
     now = datetime.now(UTC)
     held = IdempotencyRecord(
         "u-alice", "a", "k1", fingerprint(call("pay"), None), "1" * 32, KeyState.RUNNING, now, now + timedelta(hours=1)
@@ -265,6 +304,30 @@ async def test_a_waiter_gives_up_at_its_deadline_while_a_live_claim_holds_the_ke
     with anyio.fail_after(10), pytest.raises(ServiceTimeoutError):
         await contract.run(ALICE, target(agent, timeout=0.3), call("pay"), key="k1")
     assert agent.calls == []
+
+
+async def test_a_running_record_in_a_single_writer_store_is_not_waited_for(own_records: CallRecords) -> None:
+    """The store has this process as its only writer: a live RUNNING record can only be a crashed
+    process's (an earlier release claimed in the store), so the key's call runs and its DONE record
+    replaces it."""
+    records = own_records
+    now = datetime.now(UTC)
+    left = IdempotencyRecord(
+        "u-alice", "a", "k1", fingerprint(call("pay"), None), "1" * 32, KeyState.RUNNING, now, now + timedelta(hours=1)
+    )
+    await records.claim(left, now)
+    contract, agent = CallContract(records), Agent()
+    with anyio.fail_after(10):
+        settled = await contract.run(ALICE, target(agent), call("pay"), key="k1")
+    assert settled.replayed is None
+    assert len(agent.calls) == 1
+    stored = await records.key("u-alice", "a", "k1")
+    assert stored is not None
+    assert stored.state is KeyState.DONE
+    assert stored.claim != left.claim
+    again = await contract.run(ALICE, target(agent), call("pay"), key="k1")
+    assert again.replayed is not None
+    assert len(agent.calls) == 1
 
 
 async def test_a_plane_failure_keeps_nothing_so_a_retry_runs_again(records: CallRecords) -> None:
@@ -311,7 +374,7 @@ def test_keys_and_context_ids_are_checked_strings_of_bounded_length(value: Any) 
     for check, most in ((check_idempotency_key, 255), (check_context_id_argument, 64)):
         if value is None:
             assert check(value) is None
-        elif isinstance(value, str) and 0 < len(value) <= most:
+        elif isinstance(value, str) and 0 < len(value) <= most and "\x00" not in value:
             assert check(value) == value
         else:
             with pytest.raises(InvalidParamsError):

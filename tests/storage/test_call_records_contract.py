@@ -296,6 +296,32 @@ async def test_done_for_a_released_key_stores_nothing(calls: CallRecords) -> Non
     assert await calls.key("u1", "echo", "k1") is None
 
 
+async def test_a_done_record_claimed_in_memory_is_inserted_with_its_turns(calls: CallRecords) -> None:
+    """``claimed_in_store`` False (the store's only writer claimed the key in its memory): no RUNNING record
+    was written; the DONE record is inserted, in the write of the call's turns."""
+    mine = done(running())
+    write = CallWrite(conversation(), exchange(), mine, claimed_in_store=False)
+    assert await calls.record(write) is True
+    assert await calls.key("u1", "echo", "k1") == mine
+    assert texts(await calls.turns("c1", "u1")) == ["hi", "hello"]
+
+
+async def test_a_done_record_claimed_in_memory_replaces_any_record_of_its_key(calls: CallRecords) -> None:
+    """A RUNNING record left by a crash, or an expired DONE record: the new DONE record takes the key."""
+    left = running()
+    await calls.claim(left, NOW)
+    mine = done(running(at=NOW + timedelta(seconds=1)), "second")
+    assert await calls.record(CallWrite(done=mine, claimed_in_store=False)) is True
+    assert await calls.key("u1", "echo", "k1") == mine
+    again = done(running(at=NOW + KEPT_FOR), "third")
+    assert await calls.record(CallWrite(done=again, claimed_in_store=False)) is True
+    assert await calls.key("u1", "echo", "k1") == again
+
+
+async def test_single_writer_is_true_but_for_a_database_replicas_share(calls: CallRecords, store_url: str) -> None:
+    assert calls.single_writer is (not store_url.startswith("postgresql"))
+
+
 async def test_release_only_by_its_claim_and_only_running(calls: CallRecords) -> None:
     mine = running()
     await calls.claim(mine, NOW)

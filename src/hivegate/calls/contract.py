@@ -210,8 +210,9 @@ class CallContract:
         self._clock = clock or (lambda: datetime.now(UTC))
         self._opening: dict[str, tuple[str, str]] = {}
         """Conversations whose first call runs in this process (not stored yet): id → (user, agent)."""
-        self._running: dict[tuple[str, str, str], asyncio.Event] = {}
-        """Keys whose claim a call of this process holds → set when that call has ended."""
+        self._running: dict[tuple[str, str, str], _Holder] = {}
+        """Keys whose claim a call of this process holds (in the store, or only here when the store has a
+        single writer) → the holding call's fingerprint and an event set when it has ended."""
 
     @property
     def records(self) -> CallRecords | None:
@@ -287,6 +288,28 @@ class CallContract:
         if key is None:
             return await self._invoke(principal, target, call, on_delta, (conversation, opens), None, keep)
         print_ = fingerprint(invocation, named)
+        keyed = self._run_keyed_here if records.single_writer else self._run_keyed_in_store
+        return await keyed(principal, target, call, on_delta, (conversation, opens), key, print_, task_id, keep)
+
+    async def _run_keyed_in_store(
+        self,
+        principal: Principal,
+        target: CallTarget,
+        call: Invocation,
+        on_delta: ReplySink | None,
+        where: tuple[Conversation, bool],
+        key: str,
+        print_: str,
+        task_id: str | None,
+        keep: Keeper | None,
+    ) -> Settled:
+        """A keyed call on a store shared by replicas: the key is claimed in the store (a RUNNING record,
+        :meth:`CallRecords.claim`) before the call, and a call that finds it held waits (woken here when
+        the holder is in this process; polling the record otherwise)."""
+        records = self._records
+        assert principal.user_id is not None
+        assert records is not None
+        user, agent_id = principal.user_id, call.agent_id
         deadline = anyio.current_time() + target.spec.invoke_timeout_seconds
         while True:
             now = self._clock()
@@ -298,9 +321,8 @@ class CallContract:
             if held.fingerprint != print_:
                 raise ConflictError()
             if held.claim == mine.claim:
-                done = replace(mine, state=KeyState.DONE)
-                held_key = (done, task_id)
-                return await self._invoke(principal, target, call, on_delta, (conversation, opens), held_key, keep)
+                held_key = _HeldKey(replace(mine, state=KeyState.DONE), task_id, in_store=True)
+                return await self._invoke(principal, target, call, on_delta, where, held_key, keep)
             if held.state is KeyState.DONE:
                 return _replay(held)
             ended = await self._wait(held, deadline, target.spec.invoke_timeout_seconds)
@@ -309,6 +331,55 @@ class CallContract:
                     raise ConflictError()
                 return _replay(ended)
             # The holder released the key (its call ended with nothing to keep) or went stale: claim again.
+
+    async def _run_keyed_here(
+        self,
+        principal: Principal,
+        target: CallTarget,
+        call: Invocation,
+        on_delta: ReplySink | None,
+        where: tuple[Conversation, bool],
+        key: str,
+        print_: str,
+        task_id: str | None,
+        keep: Keeper | None,
+    ) -> Settled:
+        """A keyed call when the store has this process as its only writer: the key is claimed in memory
+        (no write before the call); its stored DONE record, read first, answers replays and conflicts, and
+        the call's own DONE record is written with its turns (one write, as an unkeyed call makes).
+
+        A claim left by a crash was in memory only: after a restart the key is free (a RUNNING record in
+        the store, left by a crash of an earlier release that claimed in the store, is not waited for)."""
+        assert principal.user_id is not None
+        assert self._records is not None
+        user, agent_id = principal.user_id, call.agent_id
+        ticket = (user, agent_id, key)
+        waited_for = target.spec.invoke_timeout_seconds
+        deadline = anyio.current_time() + waited_for
+        while True:
+            holder = self._running.get(ticket)
+            if holder is None:
+                stored = await self._records.key(user, agent_id, key)
+                holder = self._running.get(ticket)  # taken by another call during the read?
+                if holder is None:
+                    now = self._clock()
+                    if stored is not None and stored.state is KeyState.DONE and now < stored.expires_at:
+                        if stored.fingerprint != print_:
+                            raise ConflictError()
+                        return _replay(stored)
+                    claim = secrets.token_hex(16)
+                    stale = now + timedelta(seconds=waited_for + CLAIM_GRACE_SECONDS)
+                    done = IdempotencyRecord(user, agent_id, key, print_, claim, KeyState.DONE, now, stale, None)
+                    held_key = _HeldKey(done, task_id, in_store=False)
+                    return await self._invoke(principal, target, call, on_delta, where, held_key, keep)
+            if holder.fingerprint != print_:
+                raise ConflictError()
+            left = deadline - anyio.current_time()
+            if left <= 0:
+                raise ServiceTimeoutError(waited_for)
+            with anyio.move_on_after(left):
+                await holder.ended.wait()
+            # The holder ended (stored its outcome, or released the key): look again.
 
     async def _existing(self, principal: Principal, agent_id: str, context_id: str) -> Conversation:
         """The conversation ``context_id`` when it is one of ``principal``'s with ``agent_id`` (or one
@@ -342,22 +413,22 @@ class CallContract:
         call: Invocation,
         on_delta: ReplySink | None,
         where: tuple[Conversation, bool],
-        held: tuple[IdempotencyRecord, str | None] | None,
+        held: _HeldKey | None,
         keep: Keeper | None = None,
     ) -> Settled:
         """Invoke ``call`` and store its turns (and its key's outcome, when it holds one) in one write.
 
         ``where``: the conversation, and whether the call opens it (it is then findable by id in this
-        process while the call runs); ``held``: the DONE record to store for the key the call holds,
-        and the A2A task id to keep with it."""
+        process while the call runs); ``held``: the key the call holds (:class:`_HeldKey`)."""
         conversation, opens = where
         assert self._records is not None
         assert principal.user_id is not None
         records = self._records
-        ticket = None if held is None else (held[0].user_id, held[0].agent_id, held[0].key)
-        ended: asyncio.Event | None = None
-        if ticket is not None:
-            ended = self._running[ticket] = asyncio.Event()
+        ticket = None if held is None else (held.done.user_id, held.done.agent_id, held.done.key)
+        holder: _Holder | None = None
+        if ticket is not None and held is not None:
+            holder = self._running[ticket] = _Holder(held.done.fingerprint, asyncio.Event())
+        lost = False  # a key claimed here whose DONE record could not be written: held until stale
         opening = opens and conversation.id not in self._opening
         if opening:
             self._opening[conversation.id] = (principal.user_id, call.agent_id)
@@ -375,11 +446,12 @@ class CallContract:
             text = outcome.error.message if isinstance(outcome, CallFailed) else outcome.text
             done = None
             if held is not None:
-                stored = StoredOutcome(text, failed, conversation.id, held[1])
+                stored = StoredOutcome(text, failed, conversation.id, held.task_id)
                 ttl = timedelta(seconds=self._limits.key_ttl_seconds)
-                done = replace(held[0], outcome=stored, expires_at=at + ttl)
+                done = replace(held.done, outcome=stored, expires_at=at + ttl)
             turns = (Turn(TurnRole.USER, call.message, at), Turn(TurnRole.AGENT, text, at, failed=failed))
-            write = CallWrite(replace(conversation, updated_at=at), turns, done)
+            in_store = held is None or held.in_store
+            write = CallWrite(replace(conversation, updated_at=at), turns, done, claimed_in_store=in_store)
             try:
                 with anyio.CancelScope(shield=True):  # the reply exists: its record is not cut short
                     if plane_write is not None:
@@ -387,8 +459,9 @@ class CallContract:
                     await records.record(write)
             except StoreUnavailableError as exc:
                 # The caller still gets the reply its call produced; the turns are lost, and a key stays
-                # RUNNING until stale (docs/calls.md, "When the database fails").
+                # held until stale (RUNNING in the store, or here) (docs/calls.md, "When the database fails").
                 logger.warning("agent %s: the call's record was not stored: %s", call.agent_id, exc.reason)
+                lost = held is not None and not held.in_store
             finally:
                 if plane_write is not None:
                     with anyio.CancelScope(shield=True):
@@ -397,13 +470,21 @@ class CallContract:
         finally:
             if opening:
                 self._opening.pop(conversation.id, None)
-            if ticket is not None:
-                if not kept:  # cancelled, timed out, the backend unavailable: the agent left nothing to keep
-                    await _release(records, held[0] if held is not None else None)
-                if self._running.get(ticket) is ended:
-                    del self._running[ticket]
-                assert ended is not None
-                ended.set()
+            if ticket is not None and held is not None and holder is not None:
+                if not kept and held.in_store:  # cancelled, timed out, the backend unavailable: nothing to keep
+                    await _release(records, held.done)
+                if lost:  # its waiters wait to their deadline, as for a RUNNING record in the store
+                    asyncio.get_running_loop().call_later(
+                        (held.done.expires_at - held.done.created_at).total_seconds(), self._let_go, ticket, holder
+                    )
+                else:
+                    self._let_go(ticket, holder)
+
+    def _let_go(self, ticket: tuple[str, str, str], holder: _Holder) -> None:
+        """The call holding ``ticket`` in this process has ended: wake its waiters."""
+        if self._running.get(ticket) is holder:
+            del self._running[ticket]
+        holder.ended.set()
 
     async def _wait(self, held: IdempotencyRecord, deadline: float, waited_for: float) -> IdempotencyRecord | None:
         """Wait for the call holding ``held``'s key to end, until ``deadline`` (anyio time; ``waited_for``
@@ -425,7 +506,7 @@ class CallContract:
             local = self._running.get(ticket)
             with anyio.move_on_after(min(left, pause if local is None else left)):
                 if local is not None:
-                    await local.wait()
+                    await local.ended.wait()
                 else:
                     await anyio.sleep(pause)  # another replica holds it: poll the record
             pause = min(pause * 2, _POLL_MAX_SECONDS)
@@ -462,6 +543,30 @@ class CallContract:
         except StoreUnavailableError as exc:
             logger.warning("the call records' purge failed: %s", exc.reason)
             return (0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class _HeldKey:
+    """The idempotency key a running call holds.
+
+    Attributes:
+        done: its DONE record as claimed (the outcome and TTL are filled in when the call ends).
+        task_id: the A2A task that will hold the outcome (kept with it for replays).
+        in_store: claimed in the store (a RUNNING record); False: claimed in this process's memory, the
+            store having this process as its only writer.
+    """
+
+    done: IdempotencyRecord
+    task_id: str | None
+    in_store: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Holder:
+    """A call of this process holding a key: its payload's fingerprint, and an event set when it ends."""
+
+    fingerprint: str
+    ended: asyncio.Event
 
 
 def _history(records: CallRecords, conversation_id: str) -> Callable[[int], Awaitable[Sequence[Turn]]]:

@@ -18,7 +18,9 @@ The rules callers rely on (the invocation layer, :mod:`hivegate.calls.contract`)
   the caller whether it holds the key (``record.claim == its token``) or what holds it;
 - :meth:`CallRecords.record` is the one write of a finished call, one transaction: the
   conversation (created when new, ``updated_at`` and ``turn_count`` moved on), its turns, and the
-  DONE record replacing the caller's RUNNING claim, only if that claim is still the caller's.
+  DONE record replacing the caller's RUNNING claim, only if that claim is still the caller's; or,
+  for a key claimed in the memory of the store's only writer (:attr:`CallRecords.single_writer`,
+  ``CallWrite.claimed_in_store`` False), the DONE record inserted, replacing any record of its key.
 
 Times are aware UTC datetimes. SQL stores raise :class:`~hivegate.errors.StoreUnavailableError`
 when the database fails, and commit concurrent :meth:`~CallRecords.claim` and
@@ -158,15 +160,29 @@ class CallWrite:
         turns: appended in order; ``seq`` is assigned by the store.
         done: the DONE record that replaces the RUNNING record of the same (user, agent, key) when
             that record's ``claim`` is still ``done.claim``. None: the call held no key.
+        claimed_in_store: False when ``done``'s key was claimed in the memory of the store's only writer
+            (:attr:`CallRecords.single_writer`), not by :meth:`CallRecords.claim`: ``done`` is then
+            inserted, replacing any record of its key.
     """
 
     conversation: Conversation | None = None
     turns: Sequence[Turn] = ()
     done: IdempotencyRecord | None = None
+    claimed_in_store: bool = True
 
 
 class CallRecords(Protocol):
-    """Where conversations and idempotency records live (module docstring)."""
+    """Where conversations and idempotency records live (module docstring).
+
+    Attributes:
+        single_writer: True when this process is the store's only writer (memory; a SQLite file, which
+            one gateway process serves): a call's key can then be claimed in the process's memory, with
+            only its DONE record stored (:class:`CallWrite` ``claimed_in_store``). False (PostgreSQL,
+            shared by replicas): keys are claimed in the store (:meth:`claim`).
+    """
+
+    @property
+    def single_writer(self) -> bool: ...
 
     async def conversation(self, conversation_id: str) -> Conversation | None:
         """The conversation ``conversation_id``, or None."""

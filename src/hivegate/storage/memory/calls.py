@@ -34,6 +34,11 @@ class MemoryCallRecords:
         self._keys: dict[tuple[str, str, str], IdempotencyRecord] = {}
         self._last_seq = 0
 
+    @property
+    def single_writer(self) -> bool:
+        """See :attr:`CallRecords.single_writer`: always (the dicts are this process's own)."""
+        return True
+
     async def conversation(self, conversation_id: str) -> Conversation | None:
         """See :meth:`CallRecords.conversation`."""
         return self._conversations.get(conversation_id)
@@ -128,7 +133,7 @@ class MemoryCallRecords:
             done = write.done
             identity = (done.user_id, done.agent_id, done.key)
             held = self._keys.get(identity)
-            stored = held is not None and held.claim == done.claim
+            stored = not write.claimed_in_store or (held is not None and held.claim == done.claim)
             if stored:
                 self._keys[identity] = done
         if write.conversation is not None:

@@ -109,10 +109,16 @@ class SqlCallRecords(SqlStore):
 
     def __init__(self, database: SqlDatabase) -> None:
         super().__init__(database)
-        self._statements: dict[str, tuple[Any, Any]] = {}
+        self._statements: dict[str, tuple[Any, Any, Any]] = {}
         self._writer: GroupCommit[_Item, _Outcome] = GroupCommit(
             database, self._write, keys=_item_keys, max_batch=MAX_BATCH_ITEMS, name="hivegate-call-writer"
         )
+
+    @property
+    def single_writer(self) -> bool:
+        """See :attr:`CallRecords.single_writer`: True on SQLite (one gateway process serves a file),
+        False on PostgreSQL (shared by replicas)."""
+        return self._engine.dialect.name == "sqlite"
 
     async def conversation(self, conversation_id: str) -> Conversation | None:
         """See :meth:`CallRecords.conversation`."""
@@ -203,8 +209,10 @@ class SqlCallRecords(SqlStore):
         return held
 
     async def key(self, user_id: str, agent_id: str, key: str) -> IdempotencyRecord | None:
-        """See :meth:`CallRecords.key`."""
-        row = await self._first(select(*_RECORD_COLUMNS).where(*_identity_is((user_id, agent_id, key))))
+        """See :meth:`CallRecords.key`: one ``SELECT`` by primary key (on SQLite on the event loop,
+        :meth:`~hivegate.storage.sql.engine.SqlDatabase.run_read`: a keyed call reads it first)."""
+        query = select(*_RECORD_COLUMNS).where(*_identity_is((user_id, agent_id, key)))
+        row = await self._db.run_read(lambda conn: conn.execute(query).first())
         return None if row is None else _record(row)
 
     async def release(self, user_id: str, agent_id: str, key: str, claim: str) -> None:
@@ -251,8 +259,13 @@ class SqlCallRecords(SqlStore):
         writes = [item for item in items if isinstance(item, CallWrite)]
         # Rows sorted by key: two replicas' batches on PostgreSQL lock shared rows in one order.
         claims = sorted((item for item in items if isinstance(item, _Claim)), key=lambda claim: _identity(claim.record))
-        dones = sorted((write.done for write in writes if write.done is not None), key=_identity)
-        upsert_conversations, upsert_claims = self._dialect_statements(conn.dialect.name)
+        dones = sorted(
+            (write.done for write in writes if write.done is not None and write.claimed_in_store), key=_identity
+        )
+        inserted = sorted(
+            (write.done for write in writes if write.done is not None and not write.claimed_in_store), key=_identity
+        )
+        upsert_conversations, upsert_claims, upsert_dones = self._dialect_statements(conn.dialect.name)
         totals = _conversation_totals(writes)
         execute_many(conn, upsert_conversations, totals)
         turn_rows = [
@@ -264,16 +277,21 @@ class SqlCallRecords(SqlStore):
             changed.append(execute_many(conn, upsert_claims, [_claim_row(claim) for claim in claims]))
         if dones:
             changed.append(execute_many(conn, _FINISH, [_done_row(done) for done in dones]))
+        if inserted:  # keys claimed in the memory of the store's only writer: the DONE record replaces any
+            changed.append(execute_many(conn, upsert_dones, [_inserted_row(done) for done in inserted]))
         held: dict[_Identity, IdempotencyRecord] | None = None  # None: every claim and DONE record took
-        if min(changed, default=0) < 0 or sum(changed) != len(claims) + len(dones):
-            held = _holders(conn, [_identity(claim.record) for claim in claims] + [_identity(d) for d in dones])
+        if min(changed, default=0) < 0 or sum(changed) != len(claims) + len(dones) + len(inserted):
+            held = _holders(
+                conn,
+                [_identity(claim.record) for claim in claims] + [_identity(d) for d in (*dones, *inserted)],
+            )
         return [_outcome(item, held) for item in items]
 
-    def _dialect_statements(self, dialect_name: str) -> tuple[Any, Any]:
-        """The conversation upsert and the conditional claim upsert for ``dialect_name``."""
+    def _dialect_statements(self, dialect_name: str) -> tuple[Any, Any, Any]:
+        """The conversation upsert, the conditional claim upsert and the DONE upsert for ``dialect_name``."""
         statements = self._statements.get(dialect_name)
         if statements is None:
-            statements = (_conversation_upsert(dialect_name), _claim_upsert(dialect_name))
+            statements = (_conversation_upsert(dialect_name), _claim_upsert(dialect_name), _done_upsert(dialect_name))
             self._statements[dialect_name] = statements
         return statements
 
@@ -316,6 +334,19 @@ def _claim_upsert(dialect_name: str) -> Any:
             if column.name not in identity
         },
         where=idempotency_keys.c.expires_at <= bindparam("claimed_at", type_=UtcDateTime),
+    )
+
+
+def _done_upsert(dialect_name: str) -> Any:
+    insert = _dialect(dialect_name).insert(idempotency_keys)
+    identity = {column.name for column in _KEY_IDENTITY}
+    return insert.on_conflict_do_update(
+        index_elements=list(_KEY_IDENTITY),
+        set_={
+            column.name: insert.excluded[column.name]
+            for column in idempotency_keys.columns
+            if column.name not in identity
+        },
     )
 
 
@@ -379,6 +410,15 @@ def _record_row(record: IdempotencyRecord) -> dict[str, Any]:
         "outcome_failed": outcome is not None and outcome.failed,
         "context_id": None if outcome is None else outcome.context_id,
         "task_id": None if outcome is None else outcome.task_id,
+    }
+
+
+def _inserted_row(done: IdempotencyRecord) -> dict[str, Any]:
+    return _record_row(done) | {
+        "user_id": done.user_id,
+        "agent_id": done.agent_id,
+        "key": done.key,
+        "claim": done.claim,
     }
 
 

@@ -27,6 +27,8 @@ plus up to 2 s for SQLAlchemy to close a PostgreSQL connection that stopped answ
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import inspect
 import logging
@@ -42,7 +44,7 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 import anyio.to_thread
 from sqlalchemy import Connection, Engine, Row, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -68,6 +70,11 @@ WRITE_TRANSACTION_OPTION = "hivegate_write"
 
 CLIENT_TIMEOUT_MARGIN_SECONDS = 1.0
 """PostgreSQL: the client gives up this long after the server's ``statement_timeout`` would have fired."""
+
+LOOP_CHECKPOINT_EVERY = 200
+"""SQLite: a WAL checkpoint runs in the worker thread after this many write transactions committed on
+the event loop (:meth:`SqlDatabase.run_write`; SQLite's own automatic checkpoint, off on that
+connection, comes at about 1,000 pages)."""
 
 PROBE_TIMEOUT_SECONDS = 1.0
 """How long the readiness write probe (:meth:`SqlStore._probe_write`) may wait for a lock."""
@@ -247,16 +254,31 @@ class SqlDatabase:
         self._quiet_until = 0.0
         self._batch_engine: Engine | None = None
         self._batch_limiter: anyio.CapacityLimiter | None = None
+        self._loop_engine: Engine | None = None
+        self._loop_commits = 0
+        self._checkpoint: asyncio.Task[None] | None = None
 
     async def run_write(self, write: Callable[[Connection], R]) -> R:
         """Run ``write`` (synchronous SQLAlchemy Core on the connection it is given) in one write
         transaction; it commits when ``write`` returns and rolls back when it raises.
 
         For the group-committed writers (:mod:`hivegate.storage.sql.group_commit`), whose batches must
-        cost little however many statements they hold. SQLite: the whole transaction runs in one worker
-        thread (one hand-off, not one per statement as through aiosqlite), on a connection of its own
-        set up as the engine's (WAL, ``synchronous``, foreign keys, busy timeout, ``BEGIN IMMEDIATE``),
-        one batch at a time. PostgreSQL: on a pooled connection, through ``AsyncConnection.run_sync``.
+        cost little however many statements they hold.
+
+        - SQLite with ``synchronous = NORMAL`` (the default): the transaction runs on the event loop, on a
+          connection of its own that never waits for a lock (``busy_timeout = 0``) and never checkpoints
+          (a commit then only appends to the WAL, no ``fsync``: tens of microseconds, less than the
+          hand-off to a thread it saves). When another connection holds the write lock, the attempt
+          rolls back at once and the transaction runs in a worker thread instead, which waits for the
+          lock up to the statement timeout. Every :data:`LOOP_CHECKPOINT_EVERY` commits on the loop, a
+          ``PRAGMA wal_checkpoint(PASSIVE)`` runs in the worker thread (the ``fsync`` stays off the loop).
+        - SQLite with ``synchronous = FULL`` (an ``fsync`` per commit): always the worker thread.
+        - Either way, one worker thread at a time, on a connection of its own set up as the engine's
+          (WAL, ``synchronous``, foreign keys, busy timeout, ``BEGIN IMMEDIATE``).
+        - PostgreSQL: on a pooled connection, through ``AsyncConnection.run_sync``.
+
+        ``write`` may run twice (rolled back on the loop, then in the thread): it must not act outside
+        the transaction.
 
         Raises:
             Exception: what ``write`` or the driver raised (the stores translate database failures).
@@ -266,16 +288,84 @@ class SqlDatabase:
                 await conn.execution_options(**{WRITE_TRANSACTION_OPTION: True})
                 async with conn.begin():
                     return await conn.run_sync(write)
-        if self._batch_engine is None or self._batch_limiter is None:
-            self._batch_engine = _sqlite_batch_engine(self.engine, self.limits)
-            self._batch_limiter = anyio.CapacityLimiter(1)
-        engine = self._batch_engine
+        if self.limits.sqlite_synchronous == "normal":
+            if self._loop_engine is None:
+                self._loop_engine = _sqlite_loop_engine(self.engine, self.limits)
+            try:
+                options = {WRITE_TRANSACTION_OPTION: True}
+                with self._loop_engine.connect().execution_options(**options) as conn, conn.begin():
+                    written = write(conn)
+            except OperationalError as exc:
+                if not _is_busy(exc):
+                    raise
+            else:
+                self._loop_commits += 1
+                if self._loop_commits >= LOOP_CHECKPOINT_EVERY and self._checkpoint is None:
+                    self._loop_commits = 0
+                    self._checkpoint = asyncio.get_running_loop().create_task(
+                        self._checkpoint_wal(), name="hivegate-sqlite-checkpoint"
+                    )
+                return written
+        engine, limiter = self._thread_engine()
 
         def transaction() -> R:
             with engine.connect().execution_options(**{WRITE_TRANSACTION_OPTION: True}) as conn, conn.begin():
                 return write(conn)
 
-        return await anyio.to_thread.run_sync(transaction, limiter=self._batch_limiter)
+        return await anyio.to_thread.run_sync(transaction, limiter=limiter)
+
+    async def run_read(self, read: Callable[[Connection], R]) -> R:
+        """Run ``read`` (synchronous SQLAlchemy Core, reads only) in one read transaction.
+
+        For small reads on a call's path (a primary-key lookup). SQLite: on the event loop, on the
+        connection :meth:`run_write` uses there (a WAL reader waits for no lock; should SQLite answer
+        ``SQLITE_BUSY`` all the same, the read runs in the worker thread); PostgreSQL: on a pooled
+        connection, through ``AsyncConnection.run_sync``.
+
+        Raises:
+            Exception: what ``read`` or the driver raised.
+        """
+        if self.engine.dialect.name != "sqlite":
+            async with self.engine.connect() as conn:
+                return await conn.run_sync(read)
+        if self._loop_engine is None:
+            self._loop_engine = _sqlite_loop_engine(self.engine, self.limits)
+        try:
+            with self._loop_engine.connect() as conn:
+                return read(conn)
+        except OperationalError as exc:
+            if not _is_busy(exc):
+                raise
+        engine, limiter = self._thread_engine()
+
+        def transaction() -> R:
+            with engine.connect() as conn:
+                return read(conn)
+
+        return await anyio.to_thread.run_sync(transaction, limiter=limiter)
+
+    def _thread_engine(self) -> tuple[Engine, anyio.CapacityLimiter]:
+        """The SQLite worker thread's engine and the limiter that keeps it to one thread at a time."""
+        if self._batch_engine is None or self._batch_limiter is None:
+            self._batch_engine = _sqlite_batch_engine(self.engine, self.limits)
+            self._batch_limiter = anyio.CapacityLimiter(1)
+        return self._batch_engine, self._batch_limiter
+
+    async def _checkpoint_wal(self) -> None:
+        """Copy the WAL's committed pages into the database file (``PASSIVE``: waits for no reader or
+        writer), in the worker thread; a failure is logged, and the next one tries again."""
+        engine, limiter = self._thread_engine()
+
+        def checkpoint() -> None:
+            with engine.connect() as conn:
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)").close()
+
+        try:
+            await anyio.to_thread.run_sync(checkpoint, limiter=limiter)
+        except Exception as exc:  # a locked or failing database: the next checkpoint tries again
+            logger.debug("SQLite WAL checkpoint failed: %s", exc)
+        finally:
+            self._checkpoint = None
 
     def unavailable(self, exc: BaseException) -> StoreUnavailableError | None:
         """:func:`store_unavailable` for this database; logs the first failure of an interval
@@ -292,12 +382,20 @@ class SqlDatabase:
         """Close the idle connections of the pool and of the SQLite batch writer; later use opens new ones
         (so another process can take an exclusive lock on the SQLite file, as after a restart)."""
         await self.engine.dispose()
+        if self._loop_engine is not None:
+            self._loop_engine.dispose()
         if self._batch_engine is not None:
             await anyio.to_thread.run_sync(self._batch_engine.dispose, limiter=self._batch_limiter)
 
     async def close(self) -> None:
         """Close the pool's connections (and the SQLite batch writer's). Idempotent."""
         await self.engine.dispose()
+        if self._checkpoint is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await self._checkpoint
+        if self._loop_engine is not None:
+            loop_engine, self._loop_engine = self._loop_engine, None
+            loop_engine.dispose()
         if self._batch_engine is not None:
             batch_engine, self._batch_engine = self._batch_engine, None
             await anyio.to_thread.run_sync(batch_engine.dispose)
@@ -452,6 +550,42 @@ def _sqlite_batch_engine(engine: AsyncEngine, limits: DatabaseLimits) -> Engine:
     event.listen(batch, "connect", on_connect)
     event.listen(batch, "begin", _on_sqlite_begin)
     return batch
+
+
+def _sqlite_loop_engine(engine: AsyncEngine, limits: DatabaseLimits) -> Engine:
+    """A synchronous engine on ``engine``'s SQLite file with one connection, for write transactions on the
+    event loop (:meth:`SqlDatabase.run_write`): set up as ``engine``'s connections are, except that it
+    never waits for a lock (``busy_timeout = 0``) and never checkpoints the WAL (``wal_autocheckpoint = 0``)."""
+    url = engine.url.set(drivername="sqlite+pysqlite")
+    loop = create_engine(
+        url, connect_args={"timeout": 0, "check_same_thread": False}, pool_size=1, max_overflow=0, pool_timeout=0
+    )
+    on_connect = functools.partial(_on_sqlite_connect, 0, limits.sqlite_synchronous.upper())
+    event.listen(loop, "connect", on_connect)
+    event.listen(loop, "connect", _no_autocheckpoint)
+    event.listen(loop, "begin", _on_sqlite_begin)
+    return loop
+
+
+def _no_autocheckpoint(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA wal_autocheckpoint=0")
+    finally:
+        cursor.close()
+
+
+def _is_busy(exc: OperationalError) -> bool:
+    """Whether ``exc`` is SQLite's ``SQLITE_BUSY`` (another connection holds the lock)."""
+    orig = exc.orig
+    return isinstance(orig, sqlite3.OperationalError) and (
+        getattr(orig, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, _SQLITE_BUSY_SNAPSHOT)
+        or "database is locked" in str(orig)
+    )
+
+
+_SQLITE_BUSY_SNAPSHOT = 517
+"""``SQLITE_BUSY_SNAPSHOT``: a WAL snapshot went stale under a write (an extended ``SQLITE_BUSY``)."""
 
 
 def _set_busy_timeout(conn: Connection, milliseconds: int) -> None:
