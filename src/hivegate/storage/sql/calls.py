@@ -58,7 +58,7 @@ from hivegate.storage.calls import (
     require_aware_write,
 )
 from hivegate.storage.sql.call_tables import conversation_turns, conversations, idempotency_keys
-from hivegate.storage.sql.engine import SqlDatabase, SqlStore, execute_many
+from hivegate.storage.sql.engine import SqlDatabase, SqlStore, execute_many, fetch_first
 from hivegate.storage.sql.group_commit import GroupCommit
 from hivegate.storage.sql.tables import UtcDateTime, record_columns
 
@@ -211,8 +211,8 @@ class SqlCallRecords(SqlStore):
     async def key(self, user_id: str, agent_id: str, key: str) -> IdempotencyRecord | None:
         """See :meth:`CallRecords.key`: one ``SELECT`` by primary key (on SQLite on the event loop,
         :meth:`~hivegate.storage.sql.engine.SqlDatabase.run_read`: a keyed call reads it first)."""
-        query = select(*_RECORD_COLUMNS).where(*_identity_is((user_id, agent_id, key)))
-        row = await self._db.run_read(lambda conn: conn.execute(query).first())
+        identity = {"k_user_id": user_id, "k_agent_id": agent_id, "k_key": key}
+        row = await self._db.run_read(lambda conn: fetch_first(conn, _KEY_RECORD, identity))
         return None if row is None else _record(row)
 
     async def release(self, user_id: str, agent_id: str, key: str, claim: str) -> None:
@@ -297,6 +297,13 @@ class SqlCallRecords(SqlStore):
 
 
 _INSERT_TURNS = conversation_turns.insert()
+
+_KEY_RECORD = select(*_RECORD_COLUMNS).where(
+    idempotency_keys.c.user_id == bindparam("k_user_id"),
+    idempotency_keys.c.agent_id == bindparam("k_agent_id"),
+    idempotency_keys.c.key == bindparam("k_key"),
+)
+"""One key's record, by primary key (:meth:`SqlCallRecords.key`)."""
 
 _FINISH = update(idempotency_keys).where(
     idempotency_keys.c.user_id == bindparam("w_user_id"),
