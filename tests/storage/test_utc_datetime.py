@@ -18,8 +18,13 @@ from hivegate.storage.sql.tables import UtcDateTime
 _DIALECT = sqlite.dialect()
 _SQLALCHEMY_BIND = UtcDateTime().dialect_impl(_DIALECT).bind_processor(_DIALECT)
 
+
+def _zoned(moment: datetime, minutes: int) -> datetime:
+    return moment.replace(tzinfo=timezone(timedelta(minutes=minutes)))
+
+
 aware = st.builds(
-    lambda moment, minutes: moment.replace(tzinfo=timezone(timedelta(minutes=minutes))),
+    _zoned,
     st.datetimes(min_value=datetime(2, 1, 1), max_value=datetime(9998, 12, 30)),
     st.integers(min_value=-23 * 60, max_value=23 * 60),
 )

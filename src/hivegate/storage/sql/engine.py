@@ -232,7 +232,7 @@ def fetch_first(conn: Connection, statement: Any, params: Mapping[str, Any]) -> 
         binds = tuple(_sqlite_bind(compiled.binds[name].type, dialect) for name in names)
         columns = list(statement.selected_columns)
         results = tuple(column.type.dialect_impl(dialect).result_processor(dialect, None) for column in columns)
-        row = collections.namedtuple("Row", [column.key for column in columns], rename=True)
+        row = collections.namedtuple("Row", [column.key for column in columns], rename=True)  # pyright: ignore[reportUntypedNamedTuple]
         plan = _READ_PLANS[id(statement)] = _ReadPlan(statement, compiled.string, names, binds, results, row)
     values = tuple(
         params[name] if process is None else process(params[name])
