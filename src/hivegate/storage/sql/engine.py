@@ -27,9 +27,7 @@ plus up to 2 s for SQLAlchemy to close a PostgreSQL connection that stopped answ
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import contextlib
 import functools
 import inspect
 import logging
@@ -73,10 +71,10 @@ WRITE_TRANSACTION_OPTION = "hivegate_write"
 CLIENT_TIMEOUT_MARGIN_SECONDS = 1.0
 """PostgreSQL: the client gives up this long after the server's ``statement_timeout`` would have fired."""
 
-LOOP_CHECKPOINT_EVERY = 200
-"""SQLite: a WAL checkpoint runs in the worker thread after this many write transactions committed on
-the event loop (:meth:`SqlDatabase.run_write`; SQLite's own automatic checkpoint, off on that
-connection, comes at about 1,000 pages)."""
+LOOP_CHECKPOINT_EVERY = 32
+"""SQLite: after this many write transactions committed on the event loop, the next runs in the worker
+thread followed by a WAL checkpoint (:meth:`SqlDatabase.run_write`; SQLite's own automatic checkpoint,
+off on the loop's connection, comes at about 1,000 pages)."""
 
 PROBE_TIMEOUT_SECONDS = 1.0
 """How long the readiness write probe (:meth:`SqlStore._probe_write`) may wait for a lock."""
@@ -317,7 +315,6 @@ class SqlDatabase:
         self._loop_engine: Engine | None = None
         self._loop_conn: Connection | None = None
         self._loop_commits = 0
-        self._checkpoint: asyncio.Task[None] | None = None
 
     async def run_write(self, write: Callable[[Connection], R]) -> R:
         """Run ``write`` (synchronous SQLAlchemy Core on the connection it is given) in one write
@@ -331,8 +328,10 @@ class SqlDatabase:
           (a commit then only appends to the WAL, no ``fsync``: tens of microseconds, less than the
           hand-off to a thread it saves). When another connection holds the write lock, the attempt
           rolls back at once and the transaction runs in a worker thread instead, which waits for the
-          lock up to the statement timeout. Every :data:`LOOP_CHECKPOINT_EVERY` commits on the loop, a
-          ``PRAGMA wal_checkpoint(PASSIVE)`` runs in the worker thread (the ``fsync`` stays off the loop).
+          lock up to the statement timeout. After :data:`LOOP_CHECKPOINT_EVERY` commits on the loop, the
+          next batch runs in the worker thread and is followed there by ``PRAGMA wal_checkpoint(PASSIVE)``
+          (the ``fsync`` stays off the loop; no batch is written meanwhile, so the checkpoint completes and
+          the next commit starts the WAL over: it stays small).
         - SQLite with ``synchronous = FULL`` (an ``fsync`` per commit): always the worker thread.
         - Either way, one worker thread at a time, on a connection of its own set up as the engine's
           (WAL, ``synchronous``, foreign keys, busy timeout, ``BEGIN IMMEDIATE``).
@@ -349,7 +348,8 @@ class SqlDatabase:
                 await conn.execution_options(**{WRITE_TRANSACTION_OPTION: True})
                 async with conn.begin():
                     return await conn.run_sync(write)
-        if self.limits.sqlite_synchronous == "normal":
+        on_loop = self.limits.sqlite_synchronous == "normal"
+        if on_loop and self._loop_commits < LOOP_CHECKPOINT_EVERY:
             conn = self._loop_connection()
             try:
                 with conn.begin():
@@ -359,19 +359,22 @@ class SqlDatabase:
                     raise
             else:
                 self._loop_commits += 1
-                if self._loop_commits >= LOOP_CHECKPOINT_EVERY and self._checkpoint is None:
-                    self._loop_commits = 0
-                    self._checkpoint = asyncio.get_running_loop().create_task(
-                        self._checkpoint_wal(), name="hivegate-sqlite-checkpoint"
-                    )
                 return written
         engine, limiter = self._thread_engine()
+        checkpoint = on_loop and self._loop_commits >= LOOP_CHECKPOINT_EVERY
 
         def transaction() -> R:
-            with engine.connect().execution_options(**{WRITE_TRANSACTION_OPTION: True}) as conn, conn.begin():
-                return write(conn)
+            with engine.connect().execution_options(**{WRITE_TRANSACTION_OPTION: True}) as conn:
+                with conn.begin():
+                    written = write(conn)
+                if checkpoint:
+                    _checkpoint_wal(conn)
+                return written
 
-        return await anyio.to_thread.run_sync(transaction, limiter=limiter)
+        written = await anyio.to_thread.run_sync(transaction, limiter=limiter)
+        if checkpoint:
+            self._loop_commits = 0
+        return written
 
     async def run_read(self, read: Callable[[Connection], R]) -> R:
         """Run ``read`` (synchronous SQLAlchemy Core, reads only) in one read transaction.
@@ -428,22 +431,6 @@ class SqlDatabase:
             self._batch_limiter = anyio.CapacityLimiter(1)
         return self._batch_engine, self._batch_limiter
 
-    async def _checkpoint_wal(self) -> None:
-        """Copy the WAL's committed pages into the database file (``PASSIVE``: waits for no reader or
-        writer), in the worker thread; a failure is logged, and the next one tries again."""
-        engine, limiter = self._thread_engine()
-
-        def checkpoint() -> None:
-            with engine.connect() as conn:
-                conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)").close()
-
-        try:
-            await anyio.to_thread.run_sync(checkpoint, limiter=limiter)
-        except Exception as exc:  # a locked or failing database: the next checkpoint tries again
-            logger.debug("SQLite WAL checkpoint failed: %s", exc)
-        finally:
-            self._checkpoint = None
-
     def unavailable(self, exc: BaseException) -> StoreUnavailableError | None:
         """:func:`store_unavailable` for this database; logs the first failure of an interval
         (:data:`FAULT_LOG_INTERVAL_SECONDS`: an outage fails every request of every store)."""
@@ -466,9 +453,6 @@ class SqlDatabase:
     async def close(self) -> None:
         """Close the pool's connections (and the SQLite batch writer's). Idempotent."""
         await self.engine.dispose()
-        if self._checkpoint is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await self._checkpoint
         self._close_loop_connection()
         self._loop_engine = None
         if self._batch_engine is not None:
@@ -640,6 +624,16 @@ def _sqlite_loop_engine(engine: AsyncEngine, limits: DatabaseLimits) -> Engine:
     event.listen(loop, "connect", _no_autocheckpoint)
     event.listen(loop, "begin", _on_sqlite_begin)
     return loop
+
+
+def _checkpoint_wal(conn: Connection) -> None:
+    """``PRAGMA wal_checkpoint(PASSIVE)`` on ``conn``'s driver connection, outside any transaction (it
+    copies the WAL's committed pages into the database file and waits for no one); a failure is logged,
+    and the next checkpoint tries again (the commit before it stands)."""
+    try:
+        conn.connection.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)").close()  # pyright: ignore[reportOptionalMemberAccess]
+    except sqlite3.Error as exc:
+        logger.debug("SQLite WAL checkpoint failed: %s", exc)
 
 
 def _no_autocheckpoint(dbapi_connection: Any, _record: Any) -> None:
