@@ -598,16 +598,17 @@ async def test_naive_times_are_refused(calls: CallRecords) -> None:
 
 
 async def test_the_sqlite_wal_stays_small_while_writes_run_on_the_event_loop(tmp_path: Path) -> None:
-    """The loop's connection never checkpoints; every ``LOOP_CHECKPOINT_EVERY`` commits a batch runs in the
-    worker thread followed by a checkpoint, so the WAL restarts. Without it, 1,200 commits left a WAL of
-    37 MiB (it only grew)."""
+    """The loop's connection never checkpoints; checkpoints run in the worker thread, and once the WAL holds
+    ``WAL_RESTART_FRAMES`` frames (4 MiB) one batch finishes a checkpoint with no write running, so the
+    WAL starts over. The file stays within 4 MiB plus what was committed while the checkpoints ran.
+    Without it, 1,200 commits left a WAL of 37 MiB (it only grew)."""
     path = tmp_path / "wal.db"
     storage = await open_storage(f"sqlite+aiosqlite:///{path}")
     try:
         for n in range(1200):
             await storage.calls.record(CallWrite(conversation(f"c{n}"), exchange(f"m{n}")))
         wal = path.with_name("wal.db-wal").stat().st_size
-        assert wal < 4 * 1024 * 1024, f"WAL of {wal} bytes after 1,200 commits"
+        assert wal < 12 * 1024 * 1024, f"WAL of {wal} bytes after 1,200 commits"
         assert len(texts(await storage.calls.turns("c1199", "u1"))) == 2
     finally:
         await storage.close()

@@ -27,7 +27,9 @@ plus up to 2 s for SQLAlchemy to close a PostgreSQL connection that stopped answ
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import contextlib
 import functools
 import inspect
 import logging
@@ -72,9 +74,17 @@ CLIENT_TIMEOUT_MARGIN_SECONDS = 1.0
 """PostgreSQL: the client gives up this long after the server's ``statement_timeout`` would have fired."""
 
 LOOP_CHECKPOINT_EVERY = 32
-"""SQLite: after this many write transactions committed on the event loop, the next runs in the worker
-thread followed by a WAL checkpoint (:meth:`SqlDatabase.run_write`; SQLite's own automatic checkpoint,
-off on the loop's connection, comes at about 1,000 pages)."""
+"""SQLite: a WAL checkpoint starts in the worker thread after this many write transactions committed on
+the event loop (:meth:`SqlDatabase.run_write`; SQLite's own automatic checkpoint, off on the loop's
+connection, comes at about 1,000 pages)."""
+
+WAL_RESTART_FRAMES = 1024
+"""SQLite: once a checkpoint beside the loop's writes finds this many frames in the WAL (4 MiB at 4 KiB
+pages), the WAL is made to start over (:meth:`SqlDatabase._checkpoint_beside`)."""
+
+CHECKPOINT_FINISH_COMMITS = 4
+"""SQLite: a WAL checkpoint beside the loop's writes is repeated until at most this many commits came in
+during one; the batch after it then finishes the checkpoint with no write running."""
 
 PROBE_TIMEOUT_SECONDS = 1.0
 """How long the readiness write probe (:meth:`SqlStore._probe_write`) may wait for a lock."""
@@ -315,6 +325,8 @@ class SqlDatabase:
         self._loop_engine: Engine | None = None
         self._loop_conn: Connection | None = None
         self._loop_commits = 0
+        self._checkpoint: asyncio.Task[None] | None = None
+        self._finish_checkpoint = False
 
     async def run_write(self, write: Callable[[Connection], R]) -> R:
         """Run ``write`` (synchronous SQLAlchemy Core on the connection it is given) in one write
@@ -328,10 +340,12 @@ class SqlDatabase:
           (a commit then only appends to the WAL, no ``fsync``: tens of microseconds, less than the
           hand-off to a thread it saves). When another connection holds the write lock, the attempt
           rolls back at once and the transaction runs in a worker thread instead, which waits for the
-          lock up to the statement timeout. After :data:`LOOP_CHECKPOINT_EVERY` commits on the loop, the
-          next batch runs in the worker thread and is followed there by ``PRAGMA wal_checkpoint(PASSIVE)``
-          (the ``fsync`` stays off the loop; no batch is written meanwhile, so the checkpoint completes and
-          the next commit starts the WAL over: it stays small).
+          lock up to the statement timeout. Every :data:`LOOP_CHECKPOINT_EVERY` commits on the loop, a
+          ``PRAGMA wal_checkpoint(PASSIVE)`` runs in the worker thread beside the loop's writes (the
+          ``fsync`` stays off the loop). Once the WAL holds :data:`WAL_RESTART_FRAMES` frames, the next
+          batch runs in the thread and is followed there by a last checkpoint, with no batch written
+          meanwhile, so it completes and the next commit starts the WAL over
+          (:meth:`_checkpoint_beside`).
         - SQLite with ``synchronous = FULL`` (an ``fsync`` per commit): always the worker thread.
         - Either way, one worker thread at a time, on a connection of its own set up as the engine's
           (WAL, ``synchronous``, foreign keys, busy timeout, ``BEGIN IMMEDIATE``).
@@ -349,7 +363,8 @@ class SqlDatabase:
                 async with conn.begin():
                     return await conn.run_sync(write)
         on_loop = self.limits.sqlite_synchronous == "normal"
-        if on_loop and self._loop_commits < LOOP_CHECKPOINT_EVERY:
+        finish = on_loop and self._finish_checkpoint
+        if on_loop and not finish:
             conn = self._loop_connection()
             try:
                 with conn.begin():
@@ -358,23 +373,64 @@ class SqlDatabase:
                 if not _is_busy(exc):
                     raise
             else:
-                self._loop_commits += 1
+                self._after_loop_commit()
                 return written
         engine, limiter = self._thread_engine()
-        checkpoint = on_loop and self._loop_commits >= LOOP_CHECKPOINT_EVERY
 
         def transaction() -> R:
             with engine.connect().execution_options(**{WRITE_TRANSACTION_OPTION: True}) as conn:
                 with conn.begin():
                     written = write(conn)
-                if checkpoint:
+                if finish:
                     _checkpoint_wal(conn)
                 return written
 
         written = await anyio.to_thread.run_sync(transaction, limiter=limiter)
-        if checkpoint:
+        if finish:
+            self._finish_checkpoint = False
             self._loop_commits = 0
         return written
+
+    def _after_loop_commit(self) -> None:
+        """Count a commit on the loop; every :data:`LOOP_CHECKPOINT_EVERY`, start checkpointing the WAL in
+        the worker thread (:meth:`_checkpoint_beside`)."""
+        self._loop_commits += 1
+        running = self._checkpoint
+        if running is not None and running.get_loop() is not asyncio.get_running_loop():
+            running = self._checkpoint = None  # left by an event loop that has ended
+        if self._loop_commits >= LOOP_CHECKPOINT_EVERY and running is None and not self._finish_checkpoint:
+            self._checkpoint = asyncio.get_running_loop().create_task(
+                self._checkpoint_beside(), name="hivegate-sqlite-checkpoint"
+            )
+
+    async def _checkpoint_beside(self) -> None:
+        """``wal_checkpoint(PASSIVE)`` in the worker thread while the loop goes on writing: it copies the
+        WAL's committed pages into the database file, but cannot finish while commits come in, so the WAL
+        file only grows. Once it holds :data:`WAL_RESTART_FRAMES` frames, the checkpoint is repeated (at
+        most 8 times) until at most :data:`CHECKPOINT_FINISH_COMMITS` commits came in during one; then the
+        next batch runs in the thread and checkpoints those few with no write running (:meth:`run_write`),
+        so the checkpoint completes and the WAL starts over at the following commit. That batch waits for
+        a checkpoint's ``fsync``, so it comes only when the WAL has grown. A failure is logged, and the
+        next interval tries again."""
+        engine, limiter = self._thread_engine()
+
+        def checkpoint() -> int | None:
+            with engine.connect() as conn:
+                return _checkpoint_wal(conn)
+
+        try:
+            self._loop_commits = 0
+            frames = await anyio.to_thread.run_sync(checkpoint, limiter=limiter)
+            if frames is None or frames < WAL_RESTART_FRAMES:
+                return
+            for _ in range(8):
+                if self._loop_commits <= CHECKPOINT_FINISH_COMMITS:
+                    break
+                self._loop_commits = 0
+                await anyio.to_thread.run_sync(checkpoint, limiter=limiter)
+            self._finish_checkpoint = True
+        finally:
+            self._checkpoint = None
 
     async def run_read(self, read: Callable[[Connection], R]) -> R:
         """Run ``read`` (synchronous SQLAlchemy Core, reads only) in one read transaction.
@@ -453,6 +509,10 @@ class SqlDatabase:
     async def close(self) -> None:
         """Close the pool's connections (and the SQLite batch writer's). Idempotent."""
         await self.engine.dispose()
+        checkpoint, self._checkpoint = self._checkpoint, None
+        if checkpoint is not None and checkpoint.get_loop() is asyncio.get_running_loop():
+            with contextlib.suppress(Exception):
+                await checkpoint
         self._close_loop_connection()
         self._loop_engine = None
         if self._batch_engine is not None:
@@ -626,14 +686,24 @@ def _sqlite_loop_engine(engine: AsyncEngine, limits: DatabaseLimits) -> Engine:
     return loop
 
 
-def _checkpoint_wal(conn: Connection) -> None:
+def _checkpoint_wal(conn: Connection) -> int | None:
     """``PRAGMA wal_checkpoint(PASSIVE)`` on ``conn``'s driver connection, outside any transaction (it
-    copies the WAL's committed pages into the database file and waits for no one); a failure is logged,
-    and the next checkpoint tries again (the commit before it stands)."""
+    copies the WAL's committed pages into the database file and waits for no one).
+
+    Returns:
+        The frames in the WAL file; None when the checkpoint failed (logged; the next one tries again,
+        and the commit before it stands).
+    """
     try:
-        conn.connection.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)").close()  # pyright: ignore[reportOptionalMemberAccess]
+        cursor = conn.connection.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)")  # pyright: ignore[reportOptionalMemberAccess]
+        try:
+            row = cursor.fetchone()
+        finally:
+            cursor.close()
     except sqlite3.Error as exc:
         logger.debug("SQLite WAL checkpoint failed: %s", exc)
+        return None
+    return None if row is None else int(row[1])
 
 
 def _no_autocheckpoint(dbapi_connection: Any, _record: Any) -> None:
