@@ -47,6 +47,7 @@ from hivegate.rest.files import FilesEndpoint
 from hivegate.rest.invoke import InvokeEndpoint
 from hivegate.settings import Settings
 from hivegate.storage import A2ATasks, OAuthStore, Storage, open_storage
+from hivegate.storage.sql.serving_lock import serving_alone
 
 __all__ = ["PURGE_INTERVAL_SECONDS", "Gateway", "Surfaces", "build_surfaces", "purge_expired_tasks"]
 
@@ -168,11 +169,13 @@ class Gateway:
 
     @asynccontextmanager
     async def running(self) -> AsyncGenerator[Gateway]:
-        """Run what runs while the gateway serves: the agents' runtimes, the user endpoint's sessions,
+        """Run what runs while the gateway serves: the SQLite file's serving lock
+        (:mod:`hivegate.storage.sql.serving_lock`), the agents' runtimes, the user endpoint's sessions,
         the registry poll (``database.poll_interval_seconds``), the OAuth purge, the A2A task purge
         (``a2a.task_retention_seconds``) and the call records' purge (expired keys, idle
         conversations); all stop on exit, after the A2A tasks still running have been stopped."""
         async with (
+            _serving(self.storage.database),
             self.host.running(),
             self.surfaces.user.running(),
             anyio.create_task_group() as tg,
@@ -198,6 +201,14 @@ class Gateway:
         if self.client_metadata is not None:
             await self.client_metadata.aclose()
         await self.storage.close()
+
+
+@asynccontextmanager
+async def _serving(database: str) -> AsyncGenerator[None]:
+    """Hold the SQLite file's serving lock while the gateway serves (a warning when another process
+    serves it: :func:`~hivegate.storage.sql.serving_lock.serving_alone`)."""
+    with serving_alone(database):
+        yield
 
 
 async def _purge_expired(store: OAuthStore, interval_seconds: float) -> None:
