@@ -330,7 +330,8 @@ def _conversation_upsert(dialect_name: str) -> Any:
     )
 
 
-def _claim_upsert(dialect_name: str) -> Any:
+def _key_upsert(dialect_name: str, where: Any = None) -> Any:
+    """An ``idempotency_keys`` insert that replaces the record of its key (only ``where`` it holds, if given)."""
     insert = _dialect(dialect_name).insert(idempotency_keys)
     identity = {column.name for column in _KEY_IDENTITY}
     return insert.on_conflict_do_update(
@@ -340,21 +341,18 @@ def _claim_upsert(dialect_name: str) -> Any:
             for column in idempotency_keys.columns
             if column.name not in identity
         },
-        where=idempotency_keys.c.expires_at <= bindparam("claimed_at", type_=UtcDateTime),
+        where=where,
     )
+
+
+def _claim_upsert(dialect_name: str) -> Any:
+    """A claim: replaces only a stale or expired record."""
+    return _key_upsert(dialect_name, idempotency_keys.c.expires_at <= bindparam("claimed_at", type_=UtcDateTime))
 
 
 def _done_upsert(dialect_name: str) -> Any:
-    insert = _dialect(dialect_name).insert(idempotency_keys)
-    identity = {column.name for column in _KEY_IDENTITY}
-    return insert.on_conflict_do_update(
-        index_elements=list(_KEY_IDENTITY),
-        set_={
-            column.name: insert.excluded[column.name]
-            for column in idempotency_keys.columns
-            if column.name not in identity
-        },
-    )
+    """A DONE record of a key claimed in memory: replaces any record of its key."""
+    return _key_upsert(dialect_name)
 
 
 def _item_keys(item: _Item) -> Iterable[Hashable]:
