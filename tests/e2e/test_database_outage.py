@@ -34,6 +34,7 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
+from hivegate.a2a.tasks import STORE_UNAVAILABLE_MESSAGE
 from hivegate.auth.oauth.pending import PendingRequests
 from hivegate.auth.passwords import hash_password
 from hivegate.auth.tokens import TokenCodec
@@ -390,3 +391,54 @@ def test_serve_whose_start_up_writes_are_refused_is_one_error_line_and_exit_4(tm
     assert "readonly" in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
     assert elapsed < STARTUP_BOUND_SECONDS
+
+
+# -- PostgreSQL goes away after the caller's credential was cached ------------------------------------
+
+
+@pytest.fixture
+def served_with_cached_credentials(registry_url: str, tmp_path: Path) -> Iterator[Served]:
+    """As ``served_on_postgres``, with the credential cache on (the default), so a request that needs the
+    database only after its credential is resolved (an idempotency key's claim) gets that far."""
+    key = anyio.run(_seed, registry_url)
+    env = {**LIMITS_ENV, "HIVEGATE_SECURITY__CREDENTIAL_CACHE_SECONDS": "60"}
+    with running_proxy(make_url(registry_url).port or 5432) as proxy:
+        url = proxy.url_for(registry_url)
+        with run_gateway(_config(tmp_path), database_url=url, env=env, dev=False) as gateway:
+            yield Served(gateway, key, "", proxy)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("registry_url", ["postgresql"], indirect=True)
+def test_a_keyed_a2a_message_refused_by_the_database_is_the_task_store_message(
+    served_with_cached_credentials: Served,
+) -> None:
+    """Found by issue 10's attack trial: the lean ``SendMessage`` path answered a database outage met before
+    the call (the claim of its idempotency key) with a bare -32603 "Internal error" and logged a traceback;
+    it is now the A2A plane's fixed outage message (as its task store gives, docs/a2a.md), with one warning
+    line. Spec: A2A 1.0 §3.3.2 (InternalError, -32603)."""
+    served = served_with_cached_credentials
+    url, headers = served.gateway.url, {"Authorization": f"Bearer {served.key}", "A2A-Version": "1.0"}
+
+    def send(key: str) -> httpx.Response:
+        message = {"role": "ROLE_USER", "messageId": f"m-{key}", "parts": [{"text": "hi"}]}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+        message["metadata"] = {"idempotency_key": key}
+        return httpx.post(f"{url}/alpha/a2a", json=body, headers=headers, timeout=BOUND_SECONDS + 10)
+
+    warm = send("warm")  # caches the credential
+    assert warm.status_code == 200, warm.text
+    assert warm.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    served.proxy.refuse()
+    refused, elapsed = _timed(lambda: send("during-the-outage"))
+    assert elapsed < BOUND_SECONDS
+    assert refused.status_code == 200, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == -32603
+    assert error["message"] == STORE_UNAVAILABLE_MESSAGE
+    assert "postgres" not in refused.text.lower()
+    served.proxy.forward()
+    again = send("during-the-outage")  # the key was never claimed: it runs now
+    assert again.status_code == 200, again.text
+    assert again.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert "Traceback" not in served.gateway.output()

@@ -66,10 +66,12 @@ from hivegate.a2a.executor import (
     run_call,
     settle,
 )
+from hivegate.a2a.tasks import STORE_UNAVAILABLE_MESSAGE
 from hivegate.auth.principal import Principal
 from hivegate.calls.cancel import cancel_on_disconnect
 from hivegate.calls.contract import Settled
 from hivegate.calls.events import CallOutcome
+from hivegate.errors import StoreUnavailableError
 from hivegate.mcp.fastpath import respond_json
 from hivegate.policy.calls import OPEN_POLICY, CallPolicy
 from hivegate.storage.tasks import GatewayTaskStore, check_context_id
@@ -220,6 +222,11 @@ class LeanSend:
             ended = await self._run(params, call_context, receive)
         except A2AError as exc:
             await respond_json(send, 200, build_error_response(request_id, exc))
+            return
+        except StoreUnavailableError as exc:  # the database failed before the call (its key, its conversation)
+            logger.warning("A2A SendMessage to %s refused: %s", call_context.state[AGENT_STATE_KEY], exc.reason)
+            error = InternalError(message=STORE_UNAVAILABLE_MESSAGE)
+            await respond_json(send, 200, build_error_response(request_id, error))
             return
         except Exception:  # the wire boundary: internals never reach the client
             logger.exception("A2A lean SendMessage failed")

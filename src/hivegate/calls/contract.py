@@ -42,8 +42,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 import logging
+import os
 import secrets
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -102,6 +104,25 @@ _SESSION_NAMESPACE = uuid.UUID("5f1c8e0e-6a8e-4a38-9d55-2f4c9b0e7a11")
 """The uuid5 namespace of the conversation ids derived from handshake-era MCP sessions."""
 
 _UNKNOWN_CONTEXT = "context_id names no conversation of yours with this agent"
+
+_claim_prefix = secrets.token_hex(8)
+_claim_numbers = itertools.count()
+
+
+def _new_claim() -> str:
+    """A claim token (32 hex digits) no other call of any process claims with: this process's random
+    64-bit prefix (drawn again in a forked child) and a counter. A claim is compared, never guessed at
+    (no caller sees one), so it needs uniqueness only, not a fresh secret per call."""
+    return f"{_claim_prefix}{next(_claim_numbers) & 0xFFFF_FFFF_FFFF_FFFF:016x}"
+
+
+def _new_claim_prefix() -> None:
+    global _claim_prefix, _claim_numbers
+    _claim_prefix, _claim_numbers = secrets.token_hex(8), itertools.count()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_claim_prefix)
 
 Keeper = Callable[[CallOutcome, str | None], Awaitable[None]]
 """What a plane stores of a call's outcome before the contract records it (:meth:`CallContract.run`'s ``keep``)."""
@@ -314,14 +335,13 @@ class CallContract:
         while True:
             now = self._clock()
             stale = now + timedelta(seconds=target.spec.invoke_timeout_seconds + CLAIM_GRACE_SECONDS)
-            mine = IdempotencyRecord(
-                user, agent_id, key, print_, secrets.token_hex(16), KeyState.RUNNING, now, stale, None
-            )
+            mine = IdempotencyRecord(user, agent_id, key, print_, _new_claim(), KeyState.RUNNING, now, stale, None)
             held = await records.claim(mine, now)
             if held.fingerprint != print_:
                 raise ConflictError()
             if held.claim == mine.claim:
-                held_key = _HeldKey(replace(mine, state=KeyState.DONE), task_id, in_store=True)
+                done = IdempotencyRecord(user, agent_id, key, print_, mine.claim, KeyState.DONE, now, stale, None)
+                held_key = _HeldKey(done, task_id, in_store=True)
                 return await self._invoke(principal, target, call, on_delta, where, held_key, keep)
             if held.state is KeyState.DONE:
                 return _replay(held)
@@ -367,7 +387,7 @@ class CallContract:
                         if stored.fingerprint != print_:
                             raise ConflictError()
                         return _replay(stored)
-                    claim = secrets.token_hex(16)
+                    claim = _new_claim()
                     stale = now + timedelta(seconds=waited_for + CLAIM_GRACE_SECONDS)
                     done = IdempotencyRecord(user, agent_id, key, print_, claim, KeyState.DONE, now, stale, None)
                     held_key = _HeldKey(done, task_id, in_store=False)
@@ -446,9 +466,19 @@ class CallContract:
             text = outcome.error.message if isinstance(outcome, CallFailed) else outcome.text
             done = None
             if held is not None:
+                claimed, ttl = held.done, timedelta(seconds=self._limits.key_ttl_seconds)
                 stored = StoredOutcome(text, failed, conversation.id, held.task_id)
-                ttl = timedelta(seconds=self._limits.key_ttl_seconds)
-                done = replace(held.done, outcome=stored, expires_at=at + ttl)
+                done = IdempotencyRecord(
+                    claimed.user_id,
+                    claimed.agent_id,
+                    claimed.key,
+                    claimed.fingerprint,
+                    claimed.claim,
+                    KeyState.DONE,
+                    claimed.created_at,
+                    at + ttl,
+                    stored,
+                )
             turns = (Turn(TurnRole.USER, call.message, at), Turn(TurnRole.AGENT, text, at, failed=failed))
             in_store = held is None or held.in_store
             write = CallWrite(replace(conversation, updated_at=at), turns, done, claimed_in_store=in_store)

@@ -37,12 +37,15 @@ for every connection: :func:`~hivegate.storage.sql.engine.create_sql_engine`).
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, case, delete, or_, select, tuple_, update
+from sqlalchemy import Connection, and_, bindparam, case, delete, func, or_, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from hivegate.storage.calls import (
@@ -60,9 +63,12 @@ from hivegate.storage.calls import (
 from hivegate.storage.sql.call_tables import conversation_turns, conversations, idempotency_keys
 from hivegate.storage.sql.engine import SqlDatabase, SqlStore, execute_many, fetch_first
 from hivegate.storage.sql.group_commit import GroupCommit
+from hivegate.storage.sql.key_filter import KeyFilter
 from hivegate.storage.sql.tables import UtcDateTime, record_columns
 
-__all__ = ["MAX_BATCH_ITEMS", "SqlCallRecords"]
+__all__ = ["FILTER_RETRY_SECONDS", "MAX_BATCH_ITEMS", "SqlCallRecords"]
+
+logger = logging.getLogger(__name__)
 
 MAX_BATCH_ITEMS = 128
 """Most claims and records one group-committed write transaction holds."""
@@ -83,6 +89,9 @@ _RECORD_COLUMNS = (
     idempotency_keys.c.context_id,
     idempotency_keys.c.task_id,
 )
+FILTER_RETRY_SECONDS = 30.0
+"""After a failed build of the key filter, reads go to the database for this long before it is tried again."""
+
 _LIMITS = {"conversation id": 64, "context_id": 64, "task_id": 64, "key": 255, "claim": 32, "fingerprint": 64}
 """The longest value each column takes (PostgreSQL enforces them; checked before a write joins a batch)."""
 
@@ -113,6 +122,12 @@ class SqlCallRecords(SqlStore):
         self._writer: GroupCommit[_Item, _Outcome] = GroupCommit(
             database, self._write, keys=_item_keys, max_batch=MAX_BATCH_ITEMS, name="hivegate-call-writer"
         )
+        self._filter: KeyFilter | None = None
+        """The keys the table may hold (SQLite only: :meth:`key`); None until built."""
+        self._noted: list[_Identity] | None = None
+        """The keys written while a filter is being built (added to it when it is handed over)."""
+        self._building: asyncio.Task[None] | None = None
+        self._build_after = 0.0
 
     @property
     def single_writer(self) -> bool:
@@ -203,6 +218,7 @@ class SqlCallRecords(SqlStore):
         """
         require_aware(record.created_at, record.expires_at, now)
         _check_record(record)
+        self._note(record)
         held = await self._writer.submit(_Claim(record, now))
         if not isinstance(held, IdempotencyRecord):  # pragma: no cover - _write answers a claim with a record
             raise TypeError("a claim's outcome is a record")
@@ -210,7 +226,20 @@ class SqlCallRecords(SqlStore):
 
     async def key(self, user_id: str, agent_id: str, key: str) -> IdempotencyRecord | None:
         """See :meth:`CallRecords.key`: one ``SELECT`` by primary key (on SQLite on the event loop,
-        :meth:`~hivegate.storage.sql.engine.SqlDatabase.run_read`: a keyed call reads it first)."""
+        :meth:`~hivegate.storage.sql.engine.SqlDatabase.run_read`: a keyed call reads it first).
+
+        On SQLite, whose only writer this process is, a key the key filter
+        (:class:`~hivegate.storage.sql.key_filter.KeyFilter`) does not hold was never written and is
+        answered None without a read. The filter holds every key of the table when it was built (in a
+        worker thread, begun by the first read) and every key :meth:`claim` and :meth:`record` were given
+        since; until it is built, and for the keys it may hold, the record is read.
+        """
+        if self.single_writer:
+            known = self._filter
+            if known is None or known.full:
+                self._build_filter()
+            if known is not None and not known.may_hold(user_id, agent_id, key):
+                return None
         identity = {"k_user_id": user_id, "k_agent_id": agent_id, "k_key": key}
         row = await self._db.run_read(lambda conn: fetch_first(conn, _KEY_RECORD, identity))
         return None if row is None else _record(row)
@@ -240,6 +269,7 @@ class SqlCallRecords(SqlStore):
             _check_length("conversation id", write.conversation.id)
         if write.done is not None:
             _check_record(write.done)
+            self._note(write.done)
         stored = await self._writer.submit(write)
         return stored is True
 
@@ -253,6 +283,42 @@ class SqlCallRecords(SqlStore):
                 gone = await conn.execute(delete(conversations).where(conversations.c.updated_at < idle_before))
                 idle = gone.rowcount
         return keys.rowcount, idle
+
+    def _note(self, record: IdempotencyRecord) -> None:
+        """A key is about to be written: the key filter (and the one being built) holds it from now on."""
+        if self._filter is not None:
+            self._filter.add(record.user_id, record.agent_id, record.key)
+        if self._noted is not None:
+            self._noted.append(_identity(record))
+
+    def _build_filter(self) -> None:
+        """Start building the key filter (a larger one when the current one is full), unless a build runs
+        or failed less than :data:`FILTER_RETRY_SECONDS` ago."""
+        if self._building is not None or time.monotonic() < self._build_after:
+            return
+        self._noted = []
+        self._building = asyncio.get_running_loop().create_task(self._built_filter(), name="hivegate-key-filter")
+
+    async def _built_filter(self) -> None:
+        """Build the key filter and hand it over (:meth:`key`).
+
+        Every key noted from the start of the build on is added to it; every key written before is in
+        the table when the scan reads it, because an empty write queued behind them has been committed
+        first (the group-committed writer keeps their order, and a batch commits whole)."""
+        try:
+            await self._writer.submit(CallWrite())
+            built = await self._db.read_apart(_scan_keys)
+        except Exception as exc:  # the reads go on without the filter, and it is tried again later
+            error = self.unavailable(exc)
+            logger.warning("the idempotency key filter was not built (keys are read): %s", error or repr(exc))
+            self._build_after = time.monotonic() + FILTER_RETRY_SECONDS
+        else:
+            for user_id, agent_id, key in self._noted or ():
+                built.add(user_id, agent_id, key)
+            self._filter = built
+        finally:
+            self._noted = None
+            self._building = None
 
     def _write(self, conn: Connection, items: Sequence[_Item]) -> list[_Outcome]:
         """Write one batch in its transaction (module docstring); each item's outcome, in order."""
@@ -445,6 +511,16 @@ def _done_row(done: IdempotencyRecord) -> dict[str, Any]:
         "w_key": done.key,
         "w_claim": done.claim,
     }
+
+
+def _scan_keys(conn: Connection) -> KeyFilter:
+    """A key filter holding every key of ``idempotency_keys`` (sized for twice as many as it counted)."""
+    with conn.begin():
+        count = conn.execute(select(func.count()).select_from(idempotency_keys)).scalar_one()
+        built = KeyFilter(2 * count)
+        for user_id, agent_id, key in conn.execute(select(*_KEY_IDENTITY)):
+            built.add(user_id, agent_id, key)
+    return built
 
 
 def _holders(conn: Connection, identities: list[_Identity]) -> dict[_Identity, IdempotencyRecord]:

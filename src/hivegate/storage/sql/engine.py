@@ -48,6 +48,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
 
 from hivegate.errors import StoreUnavailableError
 
@@ -449,7 +450,7 @@ class SqlDatabase:
         conn = self._loop_connection()
         try:
             return read(conn)
-        except OperationalError as exc:
+        except (OperationalError, sqlite3.OperationalError) as exc:  # the driver's own, from fetch_first
             if not _is_busy(exc):
                 raise
         finally:
@@ -462,6 +463,35 @@ class SqlDatabase:
                 return read(conn)
 
         return await anyio.to_thread.run_sync(transaction, limiter=limiter)
+
+    async def read_apart(self, read: Callable[[Connection], R]) -> R:
+        """Run ``read`` (synchronous SQLAlchemy Core, reads only) on a connection of its own, for a long
+        read (a scan) that must hold up neither the event loop nor the writes.
+
+        SQLite: a new connection in a worker thread (not the writers' thread), closed afterwards; a WAL
+        reader waits for no writer. PostgreSQL: a pooled connection, through ``AsyncConnection.run_sync``.
+
+        Raises:
+            Exception: what ``read`` or the driver raised.
+        """
+        if self.engine.dialect.name != "sqlite":
+            async with self.engine.connect() as conn:
+                return await conn.run_sync(read)
+        timeout = self.limits.statement_timeout_seconds
+        apart = create_engine(
+            self.engine.url.set(drivername="sqlite+pysqlite"),
+            poolclass=NullPool,
+            connect_args={"timeout": timeout, "check_same_thread": False},
+        )
+
+        def run() -> R:
+            try:
+                with apart.connect() as conn:
+                    return read(conn)
+            finally:
+                apart.dispose()
+
+        return await anyio.to_thread.run_sync(run)
 
     def _loop_connection(self) -> Connection:
         """The SQLite connection of the event loop's writes and reads, opened once and kept (it never
@@ -714,9 +744,10 @@ def _no_autocheckpoint(dbapi_connection: Any, _record: Any) -> None:
         cursor.close()
 
 
-def _is_busy(exc: OperationalError) -> bool:
-    """Whether ``exc`` is SQLite's ``SQLITE_BUSY`` (another connection holds the lock)."""
-    orig = exc.orig
+def _is_busy(exc: OperationalError | sqlite3.OperationalError) -> bool:
+    """Whether ``exc`` (SQLAlchemy's, or the driver's own) is SQLite's ``SQLITE_BUSY`` (another
+    connection holds the lock)."""
+    orig = exc.orig if isinstance(exc, OperationalError) else exc
     return isinstance(orig, sqlite3.OperationalError) and (
         getattr(orig, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, _SQLITE_BUSY_SNAPSHOT)
         or "database is locked" in str(orig)
