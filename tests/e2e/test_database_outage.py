@@ -421,9 +421,9 @@ def test_a_keyed_a2a_message_refused_by_the_database_is_the_task_store_message(
     url, headers = served.gateway.url, {"Authorization": f"Bearer {served.key}", "A2A-Version": "1.0"}
 
     def send(key: str) -> httpx.Response:
-        message = {"role": "ROLE_USER", "messageId": f"m-{key}", "parts": [{"text": "hi"}]}
-        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+        message: dict[str, Any] = {"role": "ROLE_USER", "messageId": f"m-{key}", "parts": [{"text": "hi"}]}
         message["metadata"] = {"idempotency_key": key}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
         return httpx.post(f"{url}/alpha/a2a", json=body, headers=headers, timeout=BOUND_SECONDS + 10)
 
     warm = send("warm")  # caches the credential
