@@ -19,6 +19,8 @@ TOML shape (``[[agents]]`` tables in an agents file)::
     invoke_timeout_seconds = 60       # one call's deadline; then -32003 "Agent reply timeout" (service_timeout)
     rate_limit_per_minute = 120       # calls per minute per credential (default: rate_limits.calls_per_minute)
     backend = { type = "python", server = "notes_agent:server" }
+    # or a remote A2A 1.0 agent (docs/backends.md):
+    # backend = { type = "a2a", card_url = "https://host/x/.well-known/agent-card.json", bearer_env = "X_TOKEN" }
     cache = { ttl_ms = 0, scope = "private", methods = { "resources/read" = { ttl_ms = 60000, scope = "private" } } }
 
     [[agents.skills]]
@@ -50,6 +52,7 @@ __all__ = [
     "AGENT_ID_PATTERN",
     "DEFAULT_INVOKE_TIMEOUT_SECONDS",
     "MAX_INVOKE_TIMEOUT_SECONDS",
+    "A2ABackendSpec",
     "AgentSpec",
     "BackendSpec",
     "CacheHintSpec",
@@ -62,6 +65,7 @@ __all__ = [
     "ResourceSpec",
     "ResourceTemplateSpec",
     "SkillSpec",
+    "UpstreamOAuthSpec",
 ]
 
 AGENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
@@ -239,7 +243,102 @@ class PythonBackendSpec(_Spec):
         return self
 
 
-BackendSpec = Annotated[PythonBackendSpec, Field(discriminator="type")]
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
+"""An HTTP field name (RFC 9110 §5.1: a token)."""
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_HOP_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "te", "upgrade", "a2a-version"})
+"""Headers the HTTP client and the A2A client set themselves: an agents file cannot replace them."""
+
+
+def _check_http_url(value: str, what: str) -> str:
+    if not re.fullmatch(r"https?://[^\s/?#]+[^\s]*", value):
+        raise ValueError(f"{what} must be an http:// or https:// URL")
+    return value
+
+
+class UpstreamOAuthSpec(_Spec):
+    """OAuth 2.1 client credentials for an upstream (RFC 6749 §4.4): hivegate asks ``token_url`` for an
+    access token as ``client_id`` (its secret read from the environment variable ``client_secret_env``) and
+    sends it as ``Authorization: Bearer``; renewed before it expires, and once more after a 401."""
+
+    token_url: str
+    client_id: Annotated[str, Field(min_length=1, max_length=256)]
+    client_secret_env: str
+    scope: Annotated[str, Field(max_length=1024)] | None = None
+
+    @field_validator("token_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return _check_http_url(value, "oauth.token_url")
+
+    @field_validator("client_secret_env")
+    @classmethod
+    def _env(cls, value: str) -> str:
+        if not _ENV_NAME.fullmatch(value):
+            raise ValueError("oauth.client_secret_env must name an environment variable")
+        return value
+
+
+class A2ABackendSpec(_Spec):
+    """A remote A2A 1.0 agent, found by its agent card (docs/backends.md).
+
+    Credentials for the upstream are the agent's own, never the caller's: static ``headers``, a bearer
+    token read from the environment variable ``bearer_env``, or OAuth client credentials (``oauth``);
+    at most one of the last two, and then no ``Authorization`` in ``headers``.
+    """
+
+    type: Literal["a2a"]
+    card_url: str
+    """The agent card's URL (e.g. ``https://host/agent/.well-known/agent-card.json``)."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    bearer_env: str | None = None
+    oauth: UpstreamOAuthSpec | None = None
+    timeout_seconds: Annotated[float, Field(gt=0, le=MAX_INVOKE_TIMEOUT_SECONDS)] = 30.0
+    """The longest wait for the upstream's next bytes (connect, a reply, the next streamed event); then
+    ``service_timeout``. The whole call is bounded by the agent's ``invoke_timeout_seconds``."""
+    streaming: bool | None = None
+    """Use ``SendStreamingMessage``: None (default) when the card says the agent streams."""
+    max_result_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 4 * 1024 * 1024
+    """The most bytes one call may read from the upstream (its whole response or stream); beyond,
+    the call fails with ``agent_service_unavailable`` and the connection is dropped."""
+
+    @field_validator("card_url")
+    @classmethod
+    def _card(cls, value: str) -> str:
+        return _check_http_url(value, "card_url")
+
+    @field_validator("bearer_env")
+    @classmethod
+    def _bearer(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.fullmatch(value):
+            raise ValueError("bearer_env must name an environment variable")
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > 32:
+            raise ValueError("headers: at most 32")
+        for name, field in value.items():
+            if not _HEADER_NAME.fullmatch(name) or name.lower() in _HOP_HEADERS:
+                raise ValueError(f"headers: {name!r} is not a header an agents file may set")
+            if len(field) > 8192 or any(c in field for c in "\r\n\x00"):
+                raise ValueError(f"headers: the value of {name!r} must be one line of at most 8192 characters")
+        return value
+
+    @model_validator(mode="after")
+    def _one_credential(self) -> A2ABackendSpec:
+        given = [
+            self.bearer_env is not None,
+            self.oauth is not None,
+            any(n.lower() == "authorization" for n in self.headers),
+        ]
+        if sum(given) > 1:
+            raise ValueError("a2a backend: give at most one of bearer_env, oauth and an Authorization header")
+        return self
+
+
+BackendSpec = Annotated[PythonBackendSpec | A2ABackendSpec, Field(discriminator="type")]
 
 
 class AgentSpec(_Spec):

@@ -9,23 +9,34 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from hivegate.agents.a2a_import import agent_from_card, card_url_of, fetch_card
 from hivegate.agents.loader import AgentsFileError, load_agents_file
+from hivegate.agents.model import A2ABackendSpec, AgentSpec
 from hivegate.backends.check import check_python_backends
-from hivegate.cli.options import FLAG, Command, ConfigOption, DatabaseOption, command_group, err_console, fail
+from hivegate.cli.options import (
+    FLAG,
+    Command,
+    ConfigOption,
+    DatabaseOption,
+    command_group,
+    err_console,
+    fail,
+    stdout_console,
+)
 from hivegate.cli.stores import run_on_storage
-from hivegate.storage import AgentStore, CredentialStore
+from hivegate.errors import GatewayError
+from hivegate.storage import AgentStore, ApplyReport, CredentialStore
 
 __all__ = ["agents_app"]
 
 agents_app = command_group("Register and inspect agents.")
-console = Console()
+console = stdout_console()
 T = TypeVar("T")
 
 
@@ -75,6 +86,72 @@ def apply(
     _warn_unknown_owners(config or _config_beside(file), database_url, {spec.owner for spec in specs})
 
 
+@agents_app.command("import-a2a", cls=Command)
+def import_a2a(
+    url: Annotated[str, typer.Argument(metavar="URL", help="The remote agent's card URL, or its base URL.")],
+    agent_id: Annotated[
+        str | None, typer.Option("--id", metavar="ID", help="The agent's id (default: from the card's name).")
+    ] = None,
+    owner: Annotated[
+        str | None, typer.Option("--owner", metavar="USER", help="The owner (required for a new agent).")
+    ] = None,
+    bearer_env: Annotated[
+        str | None,
+        typer.Option("--bearer-env", metavar="NAME", help="Send the upstream the bearer token in this env variable."),
+    ] = None,
+    config: ConfigOption = None,
+    database_url: DatabaseOption = None,
+) -> None:
+    """Create an agent that fronts the remote A2A agent at URL, or refresh one made before.
+
+    The name, description, version and skills come from the agent card; a refresh (the same --id)
+    keeps the agent's other settings and its backend's credentials. The card is fetched with the
+    agent's upstream credentials (--bearer-env, or the existing agent's). Exit status 2 when the card
+    cannot be fetched or does not make a valid agent.
+    """
+    card_url = card_url_of(url)
+
+    async def write(store: AgentStore) -> tuple[AgentSpec, ApplyReport]:
+        existing = None if agent_id is None else await store.get(agent_id)
+        before = existing.spec if existing is not None else None
+        backend = _import_backend(card_url, bearer_env, before)
+        try:
+            card = await fetch_card(agent_id or "import", backend)
+        except GatewayError as exc:
+            raise fail(f"the agent card at {card_url} cannot be used: {exc.message} (see the log above)", 2) from None
+        if before is None and owner is None:
+            raise fail("a new agent needs an owner: give --owner USER", 2)
+        try:
+            spec = agent_from_card(card, backend, agent_id=agent_id, owner=owner or "", existing=before)
+        except ValueError as exc:
+            raise fail(f"the agent card does not make a valid agent: {exc}", 2) from None
+        if before is None and agent_id is None and await store.get(spec.id) is not None:
+            raise fail(f"agent {spec.id!r} exists already: refresh it with --id {spec.id}", 2)
+        return spec, await store.apply([spec])
+
+    spec, report = _run(config, database_url, write)
+    result = "created" if report.created else "updated" if report.updated else "unchanged"
+    console.print(f"agent {spec.id!r} ({escape(spec.name)}, {len(spec.skills)} skills): {result}")
+    console.print(f"registry revision {report.revision}")
+    _warn_unknown_owners(config, database_url, {spec.owner})
+
+
+def _import_backend(card_url: str, bearer_env: str | None, existing: AgentSpec | None) -> A2ABackendSpec:
+    """The ``a2a`` backend of an imported agent: the existing agent's (credentials kept) with the new card
+    URL, or a new one; ``--bearer-env`` replaces the credentials."""
+    fields: dict[str, Any] = {"type": "a2a", "card_url": card_url}
+    if existing is not None and isinstance(existing.backend, A2ABackendSpec):
+        fields = {**existing.backend.model_dump(), **fields}
+    if bearer_env is not None:
+        headers: dict[str, str] = fields.get("headers") or {}
+        fields.update(bearer_env=bearer_env, oauth=None)
+        fields["headers"] = {name: value for name, value in headers.items() if name.lower() != "authorization"}
+    try:
+        return A2ABackendSpec.model_validate(fields)
+    except ValueError as exc:
+        raise fail(f"invalid a2a backend: {exc}", 2) from None
+
+
 def _warn_unknown_owners(config: Path | None, database_url: str | None, owners: set[str]) -> None:
     """Say which owners have no user yet: nobody's credentials reach their agents until they exist."""
 
@@ -93,6 +170,16 @@ def _config_beside(file: Path) -> Path | None:
     return file if file.is_file() and "[database]" in file.read_text(encoding="utf-8") else None
 
 
+def _backend_label(spec: AgentSpec) -> str:
+    """What ``agents list`` shows of an agent's backend: the python target, or ``a2a <card URL>``."""
+    backend = spec.backend
+    if backend is None:
+        return "-"
+    if isinstance(backend, A2ABackendSpec):
+        return f"a2a {backend.card_url}"
+    return backend.callable or backend.server or "-"
+
+
 @agents_app.command("list", cls=Command)
 def list_agents(config: ConfigOption = None, database_url: DatabaseOption = None) -> None:
     """List registered agents."""
@@ -100,7 +187,7 @@ def list_agents(config: ConfigOption = None, database_url: DatabaseOption = None
     table = Table("id", "name", "owner", "auth", "version", "mcp", "a2a", "visibility", "backend", "revision")
     for item in stored:
         spec = item.spec
-        backend = spec.backend.callable or spec.backend.server if spec.backend else "-"
+        backend = _backend_label(spec)
         table.add_row(
             spec.id,
             spec.name,

@@ -6,10 +6,19 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from hivegate.cli.options import FLAG, Command, ConfigOption, DatabaseOption, command_group, fail, id_column, timestamp
+from hivegate.cli.options import (
+    FLAG,
+    Command,
+    ConfigOption,
+    DatabaseOption,
+    command_group,
+    fail,
+    id_column,
+    stdout_console,
+    timestamp,
+)
 from hivegate.cli.stores import CommandError, run_on_storage
 from hivegate.storage import Storage
 from hivegate.storage.oauth import GrantRecord
@@ -17,7 +26,7 @@ from hivegate.storage.oauth import GrantRecord
 __all__ = ["grants_app"]
 
 grants_app = command_group("Manage OAuth grants (what a user allowed a client at consent).")
-console = Console()
+console = stdout_console()
 
 
 @grants_app.command("list", cls=Command)

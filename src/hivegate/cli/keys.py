@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from hivegate.auth.api_keys import KeyKind, mint_key
@@ -17,6 +16,7 @@ from hivegate.cli.options import (
     err_console,
     fail,
     id_column,
+    stdout_console,
     timestamp,
 )
 from hivegate.cli.stores import CommandError, run_on_storage
@@ -27,7 +27,7 @@ from hivegate.storage.credentials import ApiKey, CredentialStore, KeyLimitError,
 __all__ = ["keys_app"]
 
 keys_app = command_group("Manage API keys (`oag_` user keys, `bak_` agent keys).")
-console = Console()
+console = stdout_console()
 
 
 @keys_app.command("create", cls=Command)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,6 +28,7 @@ __all__ = [
     "fail",
     "id_column",
     "settings_from",
+    "stdout_console",
     "timestamp",
 ]
 
@@ -34,6 +36,15 @@ DATABASE_UNAVAILABLE_EXIT = 4
 """Exit status of any command whose database is unreachable or refuses it (one line on stderr, no traceback)."""
 
 err_console = Console(stderr=True)
+
+PIPED_WIDTH = 4096
+"""The line width of the commands' tables when stdout is not a terminal (a pipe, a file): wide enough that
+no cell is cut short with an ellipsis (a table is only as wide as its cells)."""
+
+
+def stdout_console() -> Console:
+    """The console of a command's output: the terminal's width on a terminal, :data:`PIPED_WIDTH` otherwise."""
+    return Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)
 
 
 def fail(message: str, status: int = 1) -> typer.Exit:

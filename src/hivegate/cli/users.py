@@ -9,12 +9,21 @@ from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from hivegate.auth.api_keys import KeyKind, mint_key
 from hivegate.auth.passwords import hash_password
-from hivegate.cli.options import FLAG, Command, ConfigOption, DatabaseOption, command_group, fail, id_column, timestamp
+from hivegate.cli.options import (
+    FLAG,
+    Command,
+    ConfigOption,
+    DatabaseOption,
+    command_group,
+    fail,
+    id_column,
+    stdout_console,
+    timestamp,
+)
 from hivegate.cli.stores import run_on_storage
 from hivegate.storage.credentials import (
     CredentialStore,
@@ -26,7 +35,7 @@ from hivegate.storage.credentials import (
 __all__ = ["run_with_credentials", "users_app"]
 
 users_app = command_group("Manage local user accounts.")
-console = Console()
+console = stdout_console()
 T = TypeVar("T")
 
 UsernameArgument = Annotated[str, typer.Argument(metavar="USERNAME", help="The user's username (any case).")]

@@ -23,7 +23,7 @@ from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, S
 
 from hivegate.agents.model import AgentSpec, CacheableMethod
 from hivegate.backends.base import Backend
-from hivegate.backends.python import create_python_backend
+from hivegate.backends.factory import create_backend
 from hivegate.mcp.event_journal import EventJournal
 from hivegate.mcp.handlers import AgentHandlers
 from hivegate.mcp.pagination import CursorCodec
@@ -40,9 +40,9 @@ _CACHEABLE: tuple[str, ...] = get_args(CacheableMethod)
 
 
 async def _create_backend(spec: AgentSpec, task_group: anyio.abc.TaskGroup) -> Backend | None:
-    if spec.backend is None:
+    backend = create_backend(spec)
+    if backend is None:
         return None
-    backend = create_python_backend(spec)
     await backend.start(task_group)
     return backend
 

@@ -1,0 +1,446 @@
+"""The ``a2a`` backend: an agent that fronts a remote A2A 1.0 agent, found by its agent card.
+
+Spec: A2A 1.0 §3 (operations ``SendMessage``, ``SendStreamingMessage``, ``CancelTask``), §4 (the data
+model: tasks, messages, parts, artifacts, task states); the a2a-sdk 1.3.0 client
+(``/work/shared/reference/a2a-and-oauth.md`` §2.8). TOML: ``backend = { type = "a2a", card_url = … }``
+(:class:`~hivegate.agents.model.A2ABackendSpec`); ``docs/backends.md``.
+
+One call of the agent is one message to the upstream:
+
+- **the message**: the caller's text as a text part, its attachments as file parts (an uploaded
+  file's bytes as ``raw``, a link as ``url``), the call's conversation id as ``contextId`` (the
+  upstream keeps its own context under the gateway's id: a conversation continues across calls and
+  planes); a call that answers an upstream task left ``input-required`` in the same conversation
+  goes to that task (``taskId``), so the upstream's question and the caller's answer stay one task;
+- **streaming**: with ``SendStreamingMessage`` when the card says the agent streams (or the spec
+  forces it): each text chunk of an artifact update reaches the caller as a reply delta (MCP
+  progress, A2A artifact updates); without streaming, one ``SendMessage`` and its final task or message;
+- **the reply**: the text of the final task's artifacts (data parts as compact JSON, file parts as a
+  one-line description), or of its status message when it has none; ``failed``, ``rejected``,
+  ``canceled`` and ``auth-required`` are the agent's failure (``AgentError``) with the upstream's
+  status text; ``input-required`` is a reply (the upstream's question), and the next call in the
+  conversation answers it;
+- **cancel**: a call cancelled by its caller, or past its deadline, sends ``CancelTask`` for the
+  upstream task it started (streaming: the task id arrives with the first event; a blocking
+  ``SendMessage`` names no task before it ends, so only its connection is dropped);
+- **failures** (the catalogue, ``docs/errors.md``): an upstream that cannot be reached, answers an
+  HTTP error, a JSON-RPC error or something that is not A2A, or drops its stream is
+  ``agent_service_unavailable``; one that does not answer within ``timeout_seconds`` is
+  ``service_timeout``; one whose response passes ``max_result_bytes`` is cut off
+  (``agent_service_unavailable``) without reading the rest.
+
+Credentials: the upstream gets the agent's own (``headers``, ``bearer_env``, ``oauth`` client
+credentials: :class:`UpstreamAuth`), never the caller's token (MCP authorization: no token passthrough).
+One HTTP client per agent, reused by every call (one connection pool, one TLS context).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import time
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+import httpx
+import orjson
+from a2a.client import A2AClientError, A2AClientTimeoutError, Client, ClientConfig, ClientFactory
+from a2a.client.card_resolver import parse_agent_card
+from a2a.types import AgentCard, CancelTaskRequest, Message, Part, Role, SendMessageRequest, Task, TaskState
+from a2a.utils.errors import A2AError
+from google.protobuf.json_format import MessageToDict
+from mcp.server.context import ServerRequestContext
+from mcp.server.subscriptions import SubscriptionBus
+from mcp.shared.exceptions import MCPError
+from mcp_types import METHOD_NOT_FOUND
+
+from hivegate.agents.model import A2ABackendSpec, UpstreamOAuthSpec
+from hivegate.backends.base import Attachment, DeltaSink, Invocation
+from hivegate.errors import AgentError, AgentServiceUnavailableError, ServiceTimeoutError
+
+__all__ = ["CANCEL_TIMEOUT_SECONDS", "A2ABackend", "ResultTooLargeError", "UpstreamAuth", "reply_text"]
+
+logger = logging.getLogger(__name__)
+
+CANCEL_TIMEOUT_SECONDS = 5.0
+"""How long a ``CancelTask`` sent for a cancelled call may take (it runs shielded, after the call ended)."""
+
+_TOKEN_EARLY_SECONDS = 30.0
+"""An OAuth access token is renewed this long before it expires."""
+
+_FAILED_STATES = {
+    TaskState.TASK_STATE_FAILED: "failed",
+    TaskState.TASK_STATE_REJECTED: "rejected the message",
+    TaskState.TASK_STATE_CANCELED: "canceled the task",
+    TaskState.TASK_STATE_AUTH_REQUIRED: "needs an authorization the gateway cannot give",
+}
+
+
+class ResultTooLargeError(httpx.ReadError):
+    """The upstream's response passed the backend's ``max_result_bytes`` (the rest is not read)."""
+
+
+class _LimitedStream(httpx.AsyncByteStream):
+    """A response body that raises :class:`ResultTooLargeError` once more than ``limit`` bytes arrived."""
+
+    def __init__(self, stream: httpx.AsyncByteStream, limit: int, request: httpx.Request) -> None:
+        self._stream = stream
+        self._limit = limit
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        seen = 0
+        async for chunk in self._stream:
+            seen += len(chunk)
+            if seen > self._limit:
+                raise ResultTooLargeError(f"the response passed {self._limit} bytes", request=self._request)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class _LimitedTransport(httpx.AsyncBaseTransport):
+    """The HTTP transport of one backend: every response body is cut off past ``limit`` bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self._inner = httpx.AsyncHTTPTransport(retries=0)
+        self._limit = limit
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        response.stream = _LimitedStream(response.stream, self._limit, request)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class UpstreamAuth(httpx.Auth):
+    """The upstream's ``Authorization``: a bearer token from an environment variable, or one obtained with
+    OAuth client credentials (RFC 6749 §4.4, the client authenticated with HTTP Basic, §2.3.1), kept
+    until :data:`_TOKEN_EARLY_SECONDS` before it expires and renewed once after a 401 (RFC 6750 §3.1).
+
+    A missing environment variable or a refused token request raises :class:`AgentServiceUnavailableError`
+    (logged with the agent id; the caller sees the catalogue's text only).
+    """
+
+    def __init__(self, agent_id: str, *, bearer_env: str | None, oauth: UpstreamOAuthSpec | None) -> None:
+        self._agent_id = agent_id
+        self._bearer_env = bearer_env
+        self._oauth = oauth
+        self._token: str | None = None
+        self._expires_at = 0.0
+
+    def _secret(self, name: str) -> str:
+        value = os.environ.get(name)
+        if not value:
+            logger.warning("agent %s: the environment variable %s is not set", self._agent_id, name)
+            raise AgentServiceUnavailableError()
+        return value
+
+    def _token_request(self) -> httpx.Request:
+        oauth = self._oauth
+        assert oauth is not None
+        form = {"grant_type": "client_credentials"}
+        if oauth.scope:
+            form["scope"] = oauth.scope
+        basic = httpx.BasicAuth(oauth.client_id, self._secret(oauth.client_secret_env))
+        request = httpx.Request("POST", oauth.token_url, data=form, headers={"Accept": "application/json"})
+        return next(basic.auth_flow(request))
+
+    def _take_token(self, response: httpx.Response) -> None:
+        try:
+            body: Any = response.json() if response.status_code == 200 else None
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            body = {}
+        token = body.get("access_token")
+        if not isinstance(token, str) or not token or str(body.get("token_type", "")).lower() != "bearer":
+            logger.warning(
+                "agent %s: the upstream's token endpoint refused the client credentials (HTTP %s)",
+                self._agent_id,
+                response.status_code,
+            )
+            raise AgentServiceUnavailableError()
+        expires_in = body.get("expires_in")
+        lifetime = float(expires_in) if isinstance(expires_in, int | float) and expires_in > 0 else 3600.0
+        self._token = token
+        self._expires_at = time.monotonic() + max(lifetime - _TOKEN_EARLY_SECONDS, lifetime / 2)
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response]:
+        raise RuntimeError("the a2a backend's HTTP client is asynchronous")  # pragma: no cover
+
+    async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        """Add the upstream's ``Authorization``. Only a token endpoint's response is read here: the
+        upstream's own responses (an SSE stream) reach the A2A client unread."""
+        if self._bearer_env is not None:
+            request.headers["Authorization"] = f"Bearer {self._secret(self._bearer_env)}"
+            yield request
+            return
+        if self._oauth is None:
+            yield request
+            return
+        if self._token is None or time.monotonic() >= self._expires_at:
+            await self._renew((yield self._token_request()))
+        request.headers["Authorization"] = f"Bearer {self._token}"
+        response = yield request
+        if response.status_code == 401:  # revoked, or expired early: one new token, one retry
+            await self._renew((yield self._token_request()))
+            request.headers["Authorization"] = f"Bearer {self._token}"
+            yield request
+
+    async def _renew(self, response: httpx.Response) -> None:
+        await response.aread()
+        self._take_token(response)
+
+
+@dataclass(slots=True)
+class _Reply:
+    """What the upstream sent for one call: the task (id, state, status text), its artifacts' parts by id."""
+
+    task_id: str | None = None
+    context_id: str | None = None
+    state: int = TaskState.TASK_STATE_UNSPECIFIED
+    status_text: str = ""
+    artifacts: dict[str, list[Part]] = field(default_factory=dict)
+    message_text: str | None = None
+
+    def take_task(self, task: Task) -> None:
+        self.task_id, self.context_id = task.id or self.task_id, task.context_id or self.context_id
+        self.state = task.status.state
+        self.status_text = reply_text(task.status.message.parts) if task.status.HasField("message") else ""
+        if task.artifacts:
+            self.artifacts = {artifact.artifact_id: list(artifact.parts) for artifact in task.artifacts}
+
+    def text(self) -> str:
+        if self.message_text is not None:
+            return self.message_text
+        if self.artifacts and self.state not in _FAILED_STATES:
+            return "".join(reply_text(parts) for parts in self.artifacts.values())
+        return self.status_text
+
+
+def reply_text(parts: list[Part] | Any) -> str:
+    """The text of A2A ``parts``: text parts as they are, data parts as compact JSON, file parts as a
+    one-line description (``[file name (type), N bytes]`` or ``[file name (type): url]``), joined."""
+    out: list[str] = []
+    for part in parts:
+        kind = part.WhichOneof("content")
+        if kind == "text":
+            out.append(part.text)
+        elif kind == "data":
+            out.append(orjson.dumps(MessageToDict(part.data)).decode())
+        elif kind in ("raw", "url"):
+            label = " ".join(filter(None, [part.filename or "file", f"({part.media_type})" if part.media_type else ""]))
+            out.append(f"[file {label}, {len(part.raw)} bytes]" if kind == "raw" else f"[file {label}: {part.url}]")
+    return "".join(out) if all(p.WhichOneof("content") == "text" for p in parts) else "\n".join(out)
+
+
+def _attachment_part(attachment: Attachment) -> Part:
+    """An attachment as an A2A file part: an upload's bytes or inline base64 data as ``raw``, a link as ``url``."""
+    name, media_type = attachment.name or "", attachment.mime_type or ""
+    if attachment.content is not None:
+        return Part(raw=attachment.content, filename=name, media_type=media_type)
+    if attachment.data is not None:
+        return Part(raw=base64.b64decode(attachment.data), filename=name, media_type=media_type)
+    return Part(url=attachment.uri or "", filename=name, media_type=media_type)
+
+
+class A2ABackend:
+    """An agent fronting a remote A2A agent (module docstring). Built by
+    :func:`hivegate.backends.factory.create_backend`; started once, closed on shutdown.
+
+    Args:
+        agent_id: the gateway's agent (for the logs and the errors).
+        spec: the ``a2a`` backend spec.
+        transport: the HTTP transport (tests give one; default: a pooled one with the result limit).
+    """
+
+    can_invoke = True
+    has_server = False
+    subscription_bus: SubscriptionBus | None = None
+
+    def __init__(self, agent_id: str, spec: A2ABackendSpec, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self._agent_id = agent_id
+        self._spec = spec
+        self._transport = transport
+        self._http: httpx.AsyncClient | None = None
+        self._client: Client | None = None
+        self._card: AgentCard | None = None
+        self._connecting = anyio.Lock()
+        self._awaiting_input: dict[str, str] = {}
+        """Conversation id → the upstream task it left ``input-required`` (answered by its next call)."""
+
+    @property
+    def card(self) -> AgentCard | None:
+        """The upstream's agent card, once fetched (the first call fetches it)."""
+        return self._card
+
+    def has_method(self, method: str) -> bool:
+        return False
+
+    def tool_input_schema(self, name: str) -> Mapping[str, Any] | None:
+        return None
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Open the agent's HTTP client (no connection yet: the card is fetched by the first call)."""
+        spec = self._spec
+        timeout = httpx.Timeout(spec.timeout_seconds)
+        self._http = httpx.AsyncClient(
+            transport=self._transport or _LimitedTransport(spec.max_result_bytes),
+            timeout=timeout,
+            headers=dict(spec.headers),
+            auth=UpstreamAuth(self._agent_id, bearer_env=spec.bearer_env, oauth=spec.oauth),
+            follow_redirects=False,
+        )
+
+    async def aclose(self) -> None:
+        """Close the A2A client and the HTTP client. Idempotent."""
+        http, self._http, self._client = self._http, None, None
+        if http is not None:
+            await http.aclose()
+
+    async def request(self, ctx: ServerRequestContext[Any, Any], method: str, params: Mapping[str, Any]) -> Any:
+        raise MCPError(METHOD_NOT_FOUND, "Method not found", data=method)
+
+    async def fetch_card(self) -> AgentCard:
+        """Fetch (again) the upstream's agent card and build the A2A client for it.
+
+        Raises:
+            AgentServiceUnavailableError: the card cannot be fetched or is not an A2A 1.0 card.
+            ServiceTimeoutError: the card did not arrive within ``timeout_seconds``.
+        """
+        http = self._http
+        if http is None:
+            raise AgentServiceUnavailableError()
+        try:
+            response = await http.get(self._spec.card_url, headers={"Accept": "application/json"})
+            response.raise_for_status()
+            card = parse_agent_card(response.json())
+        except httpx.TimeoutException:
+            raise ServiceTimeoutError(self._spec.timeout_seconds) from None
+        except (httpx.HTTPError, ValueError, TypeError, KeyError) as exc:  # ValueError: not JSON, not a card
+            logger.warning("agent %s: the upstream agent card cannot be used: %s", self._agent_id, _one_line(exc))
+            raise AgentServiceUnavailableError() from None
+        streaming = self._spec.streaming if self._spec.streaming is not None else card.capabilities.streaming
+        config = ClientConfig(
+            streaming=streaming, httpx_client=http, supported_protocol_bindings=["JSONRPC", "HTTP+JSON"]
+        )
+        try:
+            client = ClientFactory(config).create(card)
+        except (ValueError, A2AClientError) as exc:  # no interface this client speaks
+            logger.warning("agent %s: the upstream agent card offers no usable interface: %s", self._agent_id, exc)
+            raise AgentServiceUnavailableError() from None
+        self._card, self._client = card, client
+        return card
+
+    async def _connected(self) -> Client:
+        client = self._client
+        if client is not None:
+            return client
+        async with self._connecting:
+            if self._client is None:
+                await self.fetch_card()
+            assert self._client is not None
+            return self._client
+
+    async def invoke(self, invocation: Invocation, on_delta: DeltaSink | None) -> str:
+        """Send the call's message to the upstream and return its reply text (module docstring).
+
+        Raises:
+            AgentError: the upstream task ended failed, rejected, canceled or auth-required.
+            AgentServiceUnavailableError: the upstream cannot be reached, refused, or answered something
+                that is not A2A, or more than ``max_result_bytes``.
+            ServiceTimeoutError: the upstream sent nothing for ``timeout_seconds``.
+        """
+        client = await self._connected()
+        context_id = invocation.context_id or ""
+        message = Message(
+            role=Role.ROLE_USER,
+            message_id=str(uuid.uuid4()),
+            context_id=context_id,
+            task_id=self._awaiting_input.pop(context_id, "") if context_id else "",
+            parts=[Part(text=invocation.message), *(_attachment_part(a) for a in invocation.attachments)],
+        )
+        reply = _Reply()
+        try:
+            await self._exchange(client, SendMessageRequest(message=message), reply, on_delta)
+        except anyio.get_cancelled_exc_class():
+            if reply.task_id and reply.state not in _ENDED:
+                await self._cancel_upstream(client, reply.task_id)
+            raise
+        except A2AClientTimeoutError:
+            raise ServiceTimeoutError(self._spec.timeout_seconds) from None
+        except (A2AClientError, A2AError, httpx.HTTPError, ValueError) as exc:
+            logger.warning("agent %s: the upstream A2A agent failed: %s", self._agent_id, _one_line(exc))
+            raise AgentServiceUnavailableError() from None
+        if reply.message_text is None and reply.state in _FAILED_STATES:
+            what = _FAILED_STATES[reply.state]  # pyright: ignore[reportArgumentType]
+            raise AgentError(reply.status_text or f"The remote agent {what}.")
+        if reply.state == TaskState.TASK_STATE_INPUT_REQUIRED and context_id and reply.task_id:
+            self._awaiting_input[context_id] = reply.task_id
+        elif reply.message_text is None and reply.state not in _ENDED:
+            logger.warning("agent %s: the upstream's answer ended in state %s", self._agent_id, reply.state)
+            raise AgentServiceUnavailableError()
+        return reply.text()
+
+    async def _exchange(
+        self, client: Client, request: SendMessageRequest, reply: _Reply, on_delta: DeltaSink | None
+    ) -> None:
+        """Send ``request`` and fold what comes back into ``reply`` (text deltas to ``on_delta``)."""
+        async for event in client.send_message(request):
+            kind = event.WhichOneof("payload")
+            if kind == "message":
+                reply.message_text = reply_text(event.message.parts)
+            elif kind == "task":
+                reply.take_task(event.task)
+            elif kind == "status_update":
+                update = event.status_update
+                reply.task_id = update.task_id or reply.task_id
+                reply.state = update.status.state
+                if update.status.HasField("message"):
+                    reply.status_text = reply_text(update.status.message.parts)
+            elif kind == "artifact_update":
+                update = event.artifact_update
+                reply.task_id = update.task_id or reply.task_id
+                artifact = update.artifact
+                known = reply.artifacts.get(artifact.artifact_id)
+                parts = list(artifact.parts)
+                if known is not None and update.append:
+                    known.extend(parts)
+                else:
+                    reply.artifacts[artifact.artifact_id] = parts
+                if on_delta is not None and (known is None or update.append):
+                    delta = "".join(p.text for p in parts if p.WhichOneof("content") == "text")
+                    if delta:
+                        await on_delta(delta)
+
+    async def _cancel_upstream(self, client: Client, task_id: str) -> None:
+        """``CancelTask`` for the upstream task of a cancelled call (shielded, bounded; a failure is logged)."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_TIMEOUT_SECONDS):
+            try:
+                await client.cancel_task(CancelTaskRequest(id=task_id))
+            except (A2AClientError, A2AError, httpx.HTTPError) as exc:
+                logger.info("agent %s: the upstream task %s was not canceled: %s", self._agent_id, task_id, exc)
+
+
+_ENDED = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_INPUT_REQUIRED,
+        *_FAILED_STATES,
+    }
+)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
