@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from hivegate.agents.loader import AgentsFileError, load_agents_file, parse_agents
+from hivegate.agents.model import PythonBackendSpec
 
 VALID = """
 [server]
@@ -76,7 +77,7 @@ def test_valid_file_loads_in_order(tmp_path: Path) -> None:
     assert (echo.name, echo.version, echo.page_size, echo.root) == ("Echo", "1.2.3", 5, "files")
     assert (echo.owner, echo.auth) == ("alice", "required")
     assert echo.base_dir == str(tmp_path.resolve())
-    assert echo.backend is not None
+    assert isinstance(echo.backend, PythonBackendSpec)
     assert echo.backend.callable == "echo_agent:reply"
     assert [s.id for s in echo.skills] == ["shout"]
     assert echo.resources[0].mime_type == "text/markdown"
