@@ -92,6 +92,12 @@ owner = "alice"
 backend = {{ type = "a2a", card_url = "{guarded.url}{card}", headers = {{ "X-Note" = "no token" }} }}
 
 [[agents]]
+id = "remote-elsewhere"
+name = "Remote whose card names another origin"
+owner = "alice"
+backend = {{ type = "a2a", card_url = "{streaming.url.replace("127.0.0.1", "localhost")}{card}", bearer_env = "UPSTREAM_TOKEN" }}
+
+[[agents]]
 id = "remote-gone"
 name = "Remote that is not there"
 owner = "alice"
@@ -247,6 +253,14 @@ def test_the_upstream_gets_the_agents_own_token_never_the_callers(world: World) 
     assert world.bob not in logged
 
 
+def test_credentials_go_to_the_cards_origin_only(world: World) -> None:
+    """The card at ``localhost`` names its interface at ``127.0.0.1`` (another origin, RFC 6454): the call
+    goes there without the agent's token, so a card cannot lead the gateway to give it to another host."""
+    reply, _ = reply_of(mcp_call(world, "remote-elsewhere", world.alice, {"message": "auth"}))
+    assert reply == "none"
+    assert "goes without the agent's credentials" in world.gateway.output()
+
+
 def test_an_upstream_failure_is_the_agents_failure(world: World) -> None:
     answer = mcp_call(world, "remote", world.alice, {"message": "fail"})
     result = answer["result"]
@@ -263,8 +277,9 @@ def test_input_required_is_answered_by_the_next_call_of_the_conversation(world: 
 
 def test_data_and_file_parts_become_text(world: World) -> None:
     data, _ = reply_of(mcp_call(world, "remote", world.alice, {"message": "data"}))
-    assert '{"answer":42' in data
-    assert "see data" in data
+    parts = data.split("\n")
+    assert json.loads(parts[0]) == {"answer": 42, "items": ["a", "b"]}  # 42.0: protobuf's numbers are doubles
+    assert parts[1] == "see data"
     file, _ = reply_of(mcp_call(world, "remote", world.alice, {"message": "file"}))
     assert "[file u.pdf (application/pdf), 17 bytes]" in file
 

@@ -63,12 +63,23 @@ from hivegate.agents.model import A2ABackendSpec, UpstreamOAuthSpec
 from hivegate.backends.base import Attachment, DeltaSink, Invocation
 from hivegate.errors import AgentError, AgentServiceUnavailableError, ServiceTimeoutError
 
-__all__ = ["CANCEL_TIMEOUT_SECONDS", "A2ABackend", "ResultTooLargeError", "UpstreamAuth", "reply_text"]
+__all__ = [
+    "CANCEL_TIMEOUT_SECONDS",
+    "MAX_AWAITING_INPUT",
+    "A2ABackend",
+    "ResultTooLargeError",
+    "UpstreamAuth",
+    "origin_of",
+    "reply_text",
+]
 
 logger = logging.getLogger(__name__)
 
 CANCEL_TIMEOUT_SECONDS = 5.0
 """How long a ``CancelTask`` sent for a cancelled call may take (it runs shielded, after the call ended)."""
+
+MAX_AWAITING_INPUT = 10_000
+"""The most conversations one agent remembers an upstream task ``input-required`` for (the oldest goes first)."""
 
 _TOKEN_EARLY_SECONDS = 30.0
 """An OAuth access token is renewed this long before it expires."""
@@ -123,16 +134,31 @@ class _LimitedTransport(httpx.AsyncBaseTransport):
 
 
 class UpstreamAuth(httpx.Auth):
-    """The upstream's ``Authorization``: a bearer token from an environment variable, or one obtained with
-    OAuth client credentials (RFC 6749 §4.4, the client authenticated with HTTP Basic, §2.3.1), kept
-    until :data:`_TOKEN_EARLY_SECONDS` before it expires and renewed once after a 401 (RFC 6750 §3.1).
+    """The upstream's credentials: the static ``headers``, and an ``Authorization`` with a bearer token
+    from an environment variable, or one obtained with OAuth client credentials (RFC 6749 §4.4, the
+    client authenticated with HTTP Basic, §2.3.1), kept until :data:`_TOKEN_EARLY_SECONDS` before it
+    expires and renewed once after a 401 (RFC 6750 §3.1).
+
+    They go only to the card's origin (scheme, host, port; RFC 6454): an agent card that names an
+    interface elsewhere cannot lead the gateway to hand the agent's credentials to another host (the
+    request goes there without them).
 
     A missing environment variable or a refused token request raises :class:`AgentServiceUnavailableError`
     (logged with the agent id; the caller sees the catalogue's text only).
     """
 
-    def __init__(self, agent_id: str, *, bearer_env: str | None, oauth: UpstreamOAuthSpec | None) -> None:
+    def __init__(
+        self,
+        agent_id: str,
+        *,
+        origin: str,
+        headers: Mapping[str, str] | None = None,
+        bearer_env: str | None = None,
+        oauth: UpstreamOAuthSpec | None = None,
+    ) -> None:
         self._agent_id = agent_id
+        self._origin = origin
+        self._headers = dict(headers or {})
         self._bearer_env = bearer_env
         self._oauth = oauth
         self._token: str | None = None
@@ -181,6 +207,13 @@ class UpstreamAuth(httpx.Auth):
     async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
         """Add the upstream's ``Authorization``. Only a token endpoint's response is read here: the
         upstream's own responses (an SSE stream) reach the A2A client unread."""
+        if origin_of(str(request.url)) != self._origin:
+            logger.warning(
+                "agent %s: a request to %s goes without the agent's credentials", self._agent_id, request.url.host
+            )
+            yield request
+            return
+        request.headers.update(self._headers)
         if self._bearer_env is not None:
             request.headers["Authorization"] = f"Bearer {self._secret(self._bearer_env)}"
             yield request
@@ -297,8 +330,13 @@ class A2ABackend:
         self._http = httpx.AsyncClient(
             transport=self._transport or _LimitedTransport(spec.max_result_bytes),
             timeout=timeout,
-            headers=dict(spec.headers),
-            auth=UpstreamAuth(self._agent_id, bearer_env=spec.bearer_env, oauth=spec.oauth),
+            auth=UpstreamAuth(
+                self._agent_id,
+                origin=origin_of(spec.card_url),
+                headers=spec.headers,
+                bearer_env=spec.bearer_env,
+                oauth=spec.oauth,
+            ),
             follow_redirects=False,
         )
 
@@ -386,6 +424,8 @@ class A2ABackend:
             what = _FAILED_STATES[reply.state]  # pyright: ignore[reportArgumentType]
             raise AgentError(reply.status_text or f"The remote agent {what}.")
         if reply.state == TaskState.TASK_STATE_INPUT_REQUIRED and context_id and reply.task_id:
+            if len(self._awaiting_input) >= MAX_AWAITING_INPUT:  # the oldest question is forgotten
+                del self._awaiting_input[next(iter(self._awaiting_input))]
             self._awaiting_input[context_id] = reply.task_id
         elif reply.message_text is None and reply.state not in _ENDED:
             logger.warning("agent %s: the upstream's answer ended in state %s", self._agent_id, reply.state)
@@ -439,6 +479,13 @@ _ENDED = frozenset(
         *_FAILED_STATES,
     }
 )
+
+
+def origin_of(url: str) -> str:
+    """The origin of an http(s) ``url`` (RFC 6454 §4): ``scheme://host:port``, the default port made explicit."""
+    parsed = httpx.URL(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    return f"{parsed.scheme}://{parsed.host}:{port}"
 
 
 def _one_line(exc: BaseException) -> str:
