@@ -59,6 +59,7 @@ class World:
 
 def _agents(streaming: Upstream, guarded: Upstream, closed_port: int) -> str:
     card = "/agent/.well-known/agent-card.json"
+    elsewhere = streaming.url.replace("127.0.0.1", "localhost")  # the same server, another origin
     return f"""
 [[agents]]
 id = "remote"
@@ -95,7 +96,7 @@ backend = {{ type = "a2a", card_url = "{guarded.url}{card}", headers = {{ "X-Not
 id = "remote-elsewhere"
 name = "Remote whose card names another origin"
 owner = "alice"
-backend = {{ type = "a2a", card_url = "{streaming.url.replace("127.0.0.1", "localhost")}{card}", bearer_env = "UPSTREAM_TOKEN" }}
+backend = {{ type = "a2a", card_url = "{elsewhere}{card}", bearer_env = "UPSTREAM_TOKEN" }}
 
 [[agents]]
 id = "remote-gone"
