@@ -122,6 +122,7 @@ class SqlCallRecords(SqlStore):
         self._writer: GroupCommit[_Item, _Outcome] = GroupCommit(
             database, self._write, keys=_item_keys, max_batch=MAX_BATCH_ITEMS, name="hivegate-call-writer"
         )
+        self._single_writer = self._engine.dialect.name == "sqlite"
         self._filter: KeyFilter | None = None
         """The keys the table may hold (SQLite only: :meth:`key`); None until built."""
         self._noted: list[_Identity] | None = None
@@ -133,7 +134,7 @@ class SqlCallRecords(SqlStore):
     def single_writer(self) -> bool:
         """See :attr:`CallRecords.single_writer`: True on SQLite (one gateway process serves a file),
         False on PostgreSQL (shared by replicas)."""
-        return self._engine.dialect.name == "sqlite"
+        return self._single_writer
 
     async def conversation(self, conversation_id: str) -> Conversation | None:
         """See :meth:`CallRecords.conversation`."""

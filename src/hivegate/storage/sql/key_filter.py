@@ -11,13 +11,14 @@ since. A key the filter does not hold was never written, and its read is skipped
 Sizing: :data:`BITS_PER_KEY` bits and :data:`HASHES` probe positions per expected key (about 1 %
 false positives at capacity; more beyond it, which costs reads, never correctness).
 
+The probes come from Python's own (per-process keyed) hash of the identity: the filter is built and
+used in one process.
+
 Source: Burton H. Bloom, "Space/time trade-offs in hash coding with allowable errors", CACM 13(7), 1970;
 the two-hash probe sequence of Kirsch and Mitzenmacher, "Less hashing, same performance", ESA 2006.
 """
 
 from __future__ import annotations
-
-import hashlib
 
 __all__ = ["BITS_PER_KEY", "HASHES", "MAX_CAPACITY", "MIN_CAPACITY", "KeyFilter"]
 
@@ -83,9 +84,12 @@ class KeyFilter:
 
 
 def _hashes(user_id: str, agent_id: str, key: str) -> tuple[int, int]:
-    """The identity's two 64-bit hashes (the first probe and the odd step between probes).
+    """The identity's first probe and the odd step between probes, from Python's own hash of the tuple.
 
-    The parts are length-prefixed, so no two identities share an encoding whatever characters they hold."""
-    encoded = f"{len(user_id)}:{user_id}{len(agent_id)}:{agent_id}{key}".encode("utf-8", "surrogatepass")
-    digest = hashlib.blake2b(encoded, digest_size=16).digest()
-    return int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little") | 1
+    That hash (SipHash over each string, its per-string value cached by the interpreter) is keyed per
+    process (``PYTHONHASHSEED``), so it differs from one process to the next; a filter lives and is
+    rebuilt in one process, so that is all it needs. A caller cannot aim keys at one filter's bits
+    without the process's hash key; should it manage to, more keys are read, none is missed.
+    """
+    mixed = hash((user_id, agent_id, key)) & _MASK64
+    return mixed, (mixed >> 32) | (mixed << 32) & _MASK64 | 1
