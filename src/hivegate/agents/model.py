@@ -58,6 +58,7 @@ __all__ = [
     "CacheHintSpec",
     "CachePolicy",
     "CacheableMethod",
+    "McpBackendSpec",
     "PromptArgumentSpec",
     "PromptMessageSpec",
     "PromptSpec",
@@ -317,6 +318,15 @@ class A2ABackendSpec(_Spec):
     @field_validator("headers")
     @classmethod
     def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+        return cls.check_headers(value)
+
+    @staticmethod
+    def check_headers(value: dict[str, str]) -> dict[str, str]:
+        """``value`` as headers an agents file may send upstream (at most 32, one-line values, no hop headers).
+
+        Raises:
+            ValueError: a name or value that cannot be one.
+        """
         if len(value) > 32:
             raise ValueError("headers: at most 32")
         for name, field in value.items():
@@ -338,7 +348,64 @@ class A2ABackendSpec(_Spec):
         return self
 
 
-BackendSpec = Annotated[PythonBackendSpec | A2ABackendSpec, Field(discriminator="type")]
+class McpBackendSpec(_Spec):
+    """An upstream MCP server whose tools, resources, templates, prompts and completions become the agent's
+    (federation; docs/backends.md): over Streamable HTTP (``url``; the protocol era is detected) or over
+    stdio (``command``, run as a child process with ``env`` added to a minimal environment).
+
+    Credentials for an HTTP upstream are the agent's own, never the caller's: static ``headers`` or a
+    bearer token read from the environment variable ``bearer_env``.
+    """
+
+    type: Literal["mcp"]
+    url: str | None = None
+    command: Annotated[tuple[str, ...], Field(min_length=1, max_length=64)] | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict)
+    bearer_env: str | None = None
+    timeout_seconds: Annotated[float, Field(gt=0, le=MAX_INVOKE_TIMEOUT_SECONDS)] = 30.0
+    """The longest wait for the upstream to connect or answer one request; then ``service_timeout``
+    (a ``tools/call`` is bounded by the agent's ``invoke_timeout_seconds`` instead)."""
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return None if value is None else _check_http_url(value, "url")
+
+    @field_validator("bearer_env")
+    @classmethod
+    def _bearer(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.fullmatch(value):
+            raise ValueError("bearer_env must name an environment variable")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, field in value.items():
+            if not _ENV_NAME.fullmatch(name) or "\x00" in field:
+                raise ValueError(f"env: {name!r} is not an environment variable name (or its value holds NUL)")
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+        return A2ABackendSpec.check_headers(value)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpBackendSpec:
+        if (self.url is None) == (self.command is None):
+            raise ValueError("mcp backend: give exactly one of url (Streamable HTTP) and command (stdio)")
+        if self.command is not None and (self.headers or self.bearer_env):
+            raise ValueError("mcp backend: headers and bearer_env are for an HTTP upstream (url)")
+        if self.url is not None and self.env:
+            raise ValueError("mcp backend: env is for a stdio upstream (command)")
+        if self.bearer_env is not None and any(n.lower() == "authorization" for n in self.headers):
+            raise ValueError("mcp backend: give at most one of bearer_env and an Authorization header")
+        return self
+
+
+BackendSpec = Annotated[PythonBackendSpec | A2ABackendSpec | McpBackendSpec, Field(discriminator="type")]
 
 
 class AgentSpec(_Spec):

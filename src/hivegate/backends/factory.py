@@ -1,9 +1,10 @@
-"""The backend an agent's spec names, by its ``type`` (``python``, ``a2a``)."""
+"""The backend an agent's spec names, by its ``type`` (``python``, ``a2a``, ``mcp``)."""
 
 from __future__ import annotations
 
-from hivegate.agents.model import A2ABackendSpec, AgentSpec
+from hivegate.agents.model import A2ABackendSpec, AgentSpec, McpBackendSpec
 from hivegate.backends.a2a import A2ABackend
+from hivegate.backends.mcp_upstream import McpUpstreamBackend
 from hivegate.backends.base import Backend
 from hivegate.backends.python import create_python_backend
 
@@ -21,4 +22,6 @@ def create_backend(spec: AgentSpec) -> Backend | None:
         return None
     if isinstance(backend, A2ABackendSpec):
         return A2ABackend(spec.id, backend)
+    if isinstance(backend, McpBackendSpec):
+        return McpUpstreamBackend(spec.id, backend)
     return create_python_backend(spec)

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from hivegate.agents.a2a_import import agent_from_card, card_url_of, fetch_card
 from hivegate.agents.loader import AgentsFileError, load_agents_file
-from hivegate.agents.model import A2ABackendSpec, AgentSpec
+from hivegate.agents.model import A2ABackendSpec, AgentSpec, McpBackendSpec
 from hivegate.backends.check import check_python_backends
 from hivegate.cli.options import (
     FLAG,
@@ -177,6 +177,8 @@ def _backend_label(spec: AgentSpec) -> str:
         return "-"
     if isinstance(backend, A2ABackendSpec):
         return f"a2a {backend.card_url}"
+    if isinstance(backend, McpBackendSpec):
+        return f"mcp {backend.url}" if backend.url is not None else "mcp " + " ".join(backend.command or ())
     return backend.callable or backend.server or "-"
 
 

@@ -1,0 +1,374 @@
+"""The ``mcp`` backend: an agent that fronts an upstream MCP server (federation).
+
+Spec: MCP 2025-11-25 and 2026-07-28 (the upstream's era is detected: ``server/discover``, else the
+``initialize`` handshake; the official SDK's ``Client(mode="auto")``). TOML:
+``backend = { type = "mcp", url = "…" }`` (Streamable HTTP) or ``{ type = "mcp", command = [...] }``
+(stdio) (:class:`~hivegate.agents.model.McpBackendSpec`); ``docs/backends.md``.
+
+The upstream's tools, resources, resource templates, prompts and completions become the agent's own:
+the agent's handlers (:mod:`hivegate.mcp.handlers`) ask this backend through :meth:`McpUpstreamBackend.request`,
+as they ask an in-process SDK server, and put hivegate's pagination (every upstream page is read, and
+the merged list paged again with hivegate's opaque cursors), cache hints, spec fixes and credentials on
+top. One upstream client per agent, opened by the first request and reused by every call (one HTTP
+connection pool, one process for stdio); a lost connection is opened again by the next request, after
+a back-off when opening failed.
+
+What passes through:
+
+- **results** as the upstream gave them (a tool's ``isError`` result included), and its JSON-RPC
+  errors (code, message, data);
+- **progress**: a caller that asked for it (``_meta.progressToken``) gets the upstream's progress on
+  its own token;
+- **input-required** (2026-07-28): an ``InputRequiredResult`` reaches the caller, and its retry (with
+  ``inputResponses`` and ``requestState``) reaches the upstream;
+- **cancellation**: a cancelled call cancels its upstream request (the SDK client sends
+  ``notifications/cancelled``);
+- **list changes**: the upstream's ``list_changed`` notifications (handshake era) become the agent's.
+
+Failures (the catalogue): an upstream that cannot be reached or started, or whose connection drops, is
+``agent_service_unavailable``; one that does not answer within ``timeout_seconds`` is
+``service_timeout``. The cause goes to the log with the agent id.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from typing import Any
+
+import anyio
+import anyio.abc
+import httpx2
+import mcp_types as types
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.context import ServerRequestContext
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    PromptsListChanged,
+    ResourcesListChanged,
+    SubscriptionBus,
+    ToolsListChanged,
+)
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPError
+from mcp_types import METHOD_NOT_FOUND
+
+from hivegate.agents.model import McpBackendSpec
+from hivegate.backends.base import DeltaSink, Invocation
+from hivegate.errors import AgentError, AgentServiceUnavailableError, ServiceTimeoutError
+
+__all__ = ["FORWARDED_METHODS", "LIST_CACHE_SECONDS", "McpUpstreamBackend"]
+
+logger = logging.getLogger(__name__)
+
+LIST_CACHE_SECONDS = 2.0
+"""How long one page of an upstream list is reused (a ``tools/call`` first checks the tool is listed);
+an upstream ``list_changed`` drops it at once."""
+
+_RETRY_FIRST_SECONDS = 1.0
+_RETRY_MAX_SECONDS = 30.0
+
+_CAPABILITY_OF = {
+    "tools/list": "tools",
+    "tools/call": "tools",
+    "resources/list": "resources",
+    "resources/templates/list": "resources",
+    "resources/read": "resources",
+    "prompts/list": "prompts",
+    "prompts/get": "prompts",
+    "completion/complete": "completions",
+}
+FORWARDED_METHODS = frozenset(_CAPABILITY_OF)
+"""The methods an upstream serves for the agent (when its capabilities say so)."""
+
+_LISTS = {
+    "tools/list": types.ListToolsResult,
+    "resources/list": types.ListResourcesResult,
+    "resources/templates/list": types.ListResourceTemplatesResult,
+    "prompts/list": types.ListPromptsResult,
+}
+
+_ENVELOPE_PREFIX = "io.modelcontextprotocol/"
+"""``_meta`` keys the SDK client stamps itself on the upstream connection (the caller's are not forwarded)."""
+
+
+class McpUpstreamBackend:
+    """An agent fronting an upstream MCP server (module docstring).
+
+    Args:
+        agent_id: the gateway's agent (for the logs).
+        spec: the ``mcp`` backend spec.
+    """
+
+    can_invoke = False
+    has_server = True
+
+    def __init__(self, agent_id: str, spec: McpBackendSpec) -> None:
+        self._agent_id = agent_id
+        self._spec = spec
+        self.subscription_bus: SubscriptionBus | None = InMemorySubscriptionBus()
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._client: Client | None = None
+        self._lost: anyio.Event | None = None
+        self._connecting = anyio.Lock()
+        self._retry_at = 0.0
+        self._retry_pause = _RETRY_FIRST_SECONDS
+        self._lists: dict[tuple[str, str | None], tuple[float, Any]] = {}
+        self._schemas: dict[str, Mapping[str, Any]] = {}
+        self._closed = False
+
+    def has_method(self, method: str) -> bool:
+        """Whether the upstream serves ``method``: by its capabilities once connected (every forwarded
+        method before: the first request connects)."""
+        capability = _CAPABILITY_OF.get(method)
+        if capability is None:
+            return False
+        client = self._client
+        if client is None:
+            return True
+        capabilities = client.session.server_capabilities
+        return capabilities is not None and getattr(capabilities, capability, None) is not None
+
+    def tool_input_schema(self, name: str) -> Mapping[str, Any] | None:
+        """The upstream tool's ``inputSchema`` from its last listing, or None."""
+        return self._schemas.get(name)
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Remember ``task_group`` for the upstream connection (opened by the first request)."""
+        self._task_group = task_group
+
+    async def aclose(self) -> None:
+        """Close the upstream connection (a stdio upstream's process is stopped). Idempotent."""
+        self._closed = True
+        lost = self._lost
+        self._client = None
+        if lost is not None:
+            lost.set()
+
+    async def invoke(self, invocation: Invocation, on_delta: DeltaSink | None) -> str:
+        raise AgentError("This agent has no message tool.")
+
+    async def request(self, ctx: ServerRequestContext[Any, Any], method: str, params: Mapping[str, Any]) -> Any:
+        """Run ``method`` with the caller's ``params`` on the upstream (module docstring).
+
+        Raises:
+            MCPError: the upstream's own JSON-RPC error, or method not found (a method it does not serve).
+            AgentServiceUnavailableError: the upstream cannot be reached or its connection dropped.
+            ServiceTimeoutError: no answer within ``timeout_seconds`` (a list, a read, a prompt).
+        """
+        if method not in _CAPABILITY_OF:
+            raise MCPError(METHOD_NOT_FOUND, "Method not found", data=method)
+        client = await self._connected()
+        if not self.has_method(method):
+            if method in _LISTS:  # the upstream has none: an empty list
+                return _LISTS[method].model_validate({_LIST_KEYS[method]: []})
+            raise MCPError(METHOD_NOT_FOUND, "Method not found", data=method)
+        forwarded = _forwarded_params(params)
+        try:
+            if method in _LISTS:
+                return await self._listed(client, method, forwarded)
+            return await self._call(ctx, client, method, forwarded)
+        except MCPError:
+            raise
+        except TimeoutError:
+            raise ServiceTimeoutError(self._spec.timeout_seconds) from None
+        except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError) as exc:
+            logger.warning("agent %s: the upstream MCP server failed: %s", self._agent_id, _one_line(exc))
+            self._forget(client)
+            raise AgentServiceUnavailableError() from None
+
+    async def _listed(self, client: Client, method: str, params: dict[str, Any]) -> Any:
+        """One page of an upstream list, reused for :data:`LIST_CACHE_SECONDS`."""
+        cursor = params.get("cursor")
+        key = (method, cursor if isinstance(cursor, str) else None)
+        cached = self._lists.get(key)
+        now = time.monotonic()
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        session = client.session
+        paged = types.PaginatedRequestParams.model_validate(params) if params else None
+        with anyio.fail_after(self._spec.timeout_seconds):
+            if method == "tools/list":
+                page: Any = await session.list_tools(params=paged)
+                self._schemas.update({tool.name: tool.input_schema for tool in page.tools})
+            elif method == "resources/list":
+                page = await session.list_resources(params=paged)
+            elif method == "resources/templates/list":
+                page = await session.list_resource_templates(params=paged)
+            else:
+                page = await session.list_prompts(params=paged)
+        self._lists[key] = (now + LIST_CACHE_SECONDS, page)
+        return page
+
+    async def _call(
+        self, ctx: ServerRequestContext[Any, Any], client: Client, method: str, params: dict[str, Any]
+    ) -> Any:
+        """``tools/call``, ``resources/read``, ``prompts/get`` or ``completion/complete`` on the upstream."""
+        session = client.session
+        meta = params.get("_meta") or None
+        if method == "tools/call":  # bounded by the agent's invoke timeout (the caller's), not timeout_seconds
+            return await session.call_tool(
+                params["name"],
+                params.get("arguments"),
+                progress_callback=_progress_to(ctx),
+                input_responses=params.get("inputResponses"),
+                request_state=params.get("requestState"),
+                meta=meta,
+                allow_input_required=True,
+                allow_claimed=True,
+            )
+        with anyio.fail_after(self._spec.timeout_seconds):
+            if method == "resources/read":
+                return await session.send_request(
+                    types.ReadResourceRequest(params=types.ReadResourceRequestParams.model_validate(params)),
+                    types.ReadResourceResult,
+                )
+            if method == "prompts/get":
+                return await session.get_prompt(
+                    params["name"],
+                    params.get("arguments"),
+                    input_responses=params.get("inputResponses"),
+                    request_state=params.get("requestState"),
+                    meta=meta,
+                    allow_input_required=True,
+                )
+            request = types.CompleteRequest(params=types.CompleteRequestParams.model_validate(params))
+            return await session.send_request(request, types.CompleteResult)
+
+    async def _connected(self) -> Client:
+        client = self._client
+        if client is not None:
+            return client
+        async with self._connecting:
+            if self._client is not None:
+                return self._client
+            if self._closed or self._task_group is None:
+                raise AgentServiceUnavailableError()
+            if time.monotonic() < self._retry_at:
+                raise AgentServiceUnavailableError()
+            try:
+                with anyio.fail_after(self._spec.timeout_seconds):
+                    client = await self._task_group.start(self._hold)
+            except Exception as exc:  # the upstream could not be reached, started or spoken to
+                self._retry_at = time.monotonic() + self._retry_pause
+                self._retry_pause = min(self._retry_pause * 2, _RETRY_MAX_SECONDS)
+                logger.warning("agent %s: the upstream MCP server cannot be opened: %s", self._agent_id, _one_line(exc))
+                if isinstance(exc, TimeoutError):
+                    raise ServiceTimeoutError(self._spec.timeout_seconds) from None
+                raise AgentServiceUnavailableError() from None
+            self._retry_pause = _RETRY_FIRST_SECONDS
+            self._client = client
+            return client
+
+    async def _hold(self, *, task_status: anyio.abc.TaskStatus[Client] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Open the upstream client, hand it over, and keep it open until it is lost or the backend closes
+        (one task enters and leaves it: its cancel scopes are that task's)."""
+        lost = anyio.Event()
+        async with AsyncExitStack() as stack:
+            client = await stack.enter_async_context(self._client_for(stack))
+            self._lost = lost
+            self._lists.clear()
+            task_status.started(client)
+            try:
+                await lost.wait()
+            finally:
+                if self._client is client:
+                    self._client = None
+
+    def _client_for(self, stack: AsyncExitStack) -> Client:
+        spec = self._spec
+        common: dict[str, Any] = {
+            "mode": "auto",
+            "cache": None,
+            "message_handler": self._on_message,
+            "read_timeout_seconds": None,
+        }
+        if spec.command is not None:
+            command, *args = spec.command
+            env = {**_minimal_env(), **spec.env}
+            return Client(StdioServerParameters(command=command, args=args, env=env), **common)
+        headers = dict(spec.headers)
+        if spec.bearer_env is not None:
+            token = os.environ.get(spec.bearer_env)
+            if not token:
+                raise AgentServiceUnavailableError(f"the environment variable {spec.bearer_env} is not set")
+            headers["Authorization"] = f"Bearer {token}"
+        http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(spec.timeout_seconds), follow_redirects=False)
+        stack.push_async_callback(http.aclose)
+        assert spec.url is not None
+        return Client(streamable_http_client(spec.url, http_client=http), **common)
+
+    async def _on_message(self, message: Any) -> None:
+        """The upstream's notifications: a list change drops the cached lists and is the agent's own."""
+        if isinstance(message, Exception):
+            logger.info("agent %s: the upstream MCP connection reported: %s", self._agent_id, _one_line(message))
+            return
+        root = getattr(message, "root", message)
+        event = None
+        if isinstance(root, types.ToolListChangedNotification):
+            event = ToolsListChanged()
+        elif isinstance(root, types.PromptListChangedNotification):
+            event = PromptsListChanged()
+        elif isinstance(root, types.ResourceListChangedNotification):
+            event = ResourcesListChanged()
+        if event is not None:
+            self._lists.clear()
+            bus = self.subscription_bus
+            if bus is not None:
+                await bus.publish(event)
+
+    def _forget(self, client: Client) -> None:
+        """The connection of ``client`` failed: the next request opens a new one."""
+        if self._client is client:
+            self._client = None
+            if self._lost is not None:
+                self._lost.set()
+
+
+_LIST_KEYS = {
+    "tools/list": "tools",
+    "resources/list": "resources",
+    "resources/templates/list": "resourceTemplates",
+    "prompts/list": "prompts",
+}
+
+
+def _forwarded_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The caller's params without what belongs to its own connection: the protocol envelope in ``_meta``
+    (the SDK client stamps the upstream connection's own) and its ``progressToken`` (progress is relayed
+    on the caller's token by a callback)."""
+    forwarded = dict(params)
+    meta = forwarded.get("_meta")
+    if isinstance(meta, Mapping):
+        kept = {k: v for k, v in meta.items() if not k.startswith(_ENVELOPE_PREFIX) and k != "progressToken"}
+        if kept:
+            forwarded["_meta"] = kept
+        else:
+            forwarded.pop("_meta")
+    return forwarded
+
+
+def _progress_to(ctx: ServerRequestContext[Any, Any]) -> ProgressFnT:
+    """Relay upstream progress to the caller's request (a no-op when the caller asked for none)."""
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        await ctx.session.report_progress(progress, total, message)
+
+    return relay
+
+
+def _minimal_env() -> dict[str, str]:
+    """What a stdio upstream inherits of the gateway's environment: enough to find and run a program,
+    none of the gateway's own settings or secrets (``HIVEGATE_*``, tokens)."""
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT", "USER")
+    return {name: os.environ[name] for name in keep if name in os.environ}
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
