@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hivegate.agents.model import A2ABackendSpec, AgentSpec, McpBackendSpec
 from hivegate.backends.a2a import A2ABackend
-from hivegate.backends.mcp_upstream import McpUpstreamBackend
 from hivegate.backends.base import Backend
+from hivegate.backends.mcp_upstream import McpUpstreamBackend
 from hivegate.backends.python import create_python_backend
 
 __all__ = ["create_backend"]
