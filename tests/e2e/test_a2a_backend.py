@@ -72,7 +72,7 @@ id = "remote-quick"
 name = "Remote, 3 s deadline"
 owner = "alice"
 invoke_timeout_seconds = 3
-backend = {{ type = "a2a", card_url = "{streaming.url}{card}" }}
+backend = {{ type = "a2a", card_url = "{streaming.url}/agent" }}  # the base URL: the card's well-known path
 
 [[agents]]
 id = "remote-small"

@@ -13,25 +13,16 @@ import anyio
 from a2a.types import AgentCard, AgentSkill
 
 from hivegate.agents.model import A2ABackendSpec, AgentSpec, SkillSpec
-from hivegate.backends.a2a import A2ABackend
+from hivegate.backends.a2a import WELL_KNOWN_CARD_PATH, A2ABackend, card_url_of
 
 __all__ = ["WELL_KNOWN_CARD_PATH", "agent_from_card", "card_url_of", "fetch_card"]
-
-WELL_KNOWN_CARD_PATH = "/.well-known/agent-card.json"
 
 _NOT_ID = re.compile(r"[^A-Za-z0-9_-]+")
 _NOT_SKILL_ID = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
-def card_url_of(url: str) -> str:
-    """``url`` when it names a JSON document (the card itself), else the agent's base URL with the
-    card's well-known path appended."""
-    path = url.split("?", 1)[0].split("#", 1)[0]
-    return url if path.endswith(".json") else url.rstrip("/") + WELL_KNOWN_CARD_PATH
-
-
 async def fetch_card(agent_id: str, backend: A2ABackendSpec) -> AgentCard:
-    """The card ``backend.card_url`` serves, fetched with the backend's own credentials and limits.
+    """The card at ``backend.card_url`` (:func:`card_url_of`), fetched with the backend's credentials and limits.
 
     Raises:
         AgentServiceUnavailableError: the card cannot be fetched or is not an A2A 1.0 card (the

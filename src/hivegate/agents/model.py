@@ -290,7 +290,8 @@ class A2ABackendSpec(_Spec):
 
     type: Literal["a2a"]
     card_url: str
-    """The agent card's URL (e.g. ``https://host/agent/.well-known/agent-card.json``)."""
+    """The agent card's URL (e.g. ``https://host/agent/.well-known/agent-card.json``), or the agent's base
+    URL (``https://host/agent``: the card is fetched from its well-known path, A2A 1.0 §8.2)."""
     headers: dict[str, str] = Field(default_factory=dict)
     bearer_env: str | None = None
     oauth: UpstreamOAuthSpec | None = None

@@ -360,7 +360,7 @@ class A2ABackend:
         if http is None:
             raise AgentServiceUnavailableError()
         try:
-            response = await http.get(self._spec.card_url, headers={"Accept": "application/json"})
+            response = await http.get(card_url_of(self._spec.card_url), headers={"Accept": "application/json"})
             response.raise_for_status()
             card = parse_agent_card(response.json())
         except httpx.TimeoutException:
@@ -479,6 +479,17 @@ _ENDED = frozenset(
         *_FAILED_STATES,
     }
 )
+
+
+WELL_KNOWN_CARD_PATH = "/.well-known/agent-card.json"
+"""Where an A2A agent serves its card, under its base URL (A2A 1.0 §8.2)."""
+
+
+def card_url_of(url: str) -> str:
+    """``url`` when it names a JSON document (the card itself), else the agent's base URL with
+    :data:`WELL_KNOWN_CARD_PATH` appended."""
+    path = url.split("?", 1)[0].split("#", 1)[0]
+    return url if path.endswith(".json") else url.rstrip("/") + WELL_KNOWN_CARD_PATH
 
 
 def origin_of(url: str) -> str:

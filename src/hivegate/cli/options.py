@@ -35,7 +35,7 @@ __all__ = [
 DATABASE_UNAVAILABLE_EXIT = 4
 """Exit status of any command whose database is unreachable or refuses it (one line on stderr, no traceback)."""
 
-err_console = Console(stderr=True)
+err_console = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=4096)
 
 PIPED_WIDTH = 4096
 """The line width of the commands' tables when stdout is not a terminal (a pipe, a file): wide enough that
