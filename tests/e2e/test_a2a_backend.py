@@ -99,6 +99,21 @@ owner = "alice"
 backend = {{ type = "a2a", card_url = "{elsewhere}{card}", bearer_env = "UPSTREAM_TOKEN" }}
 
 [[agents]]
+id = "remote-allowed"
+name = "Remote whose card names another origin, allowed"
+owner = "alice"
+backend = {{ type = "a2a", card_url = "{elsewhere}{card}", bearer_env = "UPSTREAM_TOKEN", allowed_origins = [
+    "{streaming.url}",
+] }}
+
+[[agents]]
+id = "remote-open"
+name = "Remote for anyone"
+owner = "alice"
+auth = "none"
+backend = {{ type = "a2a", card_url = "{streaming.url}{card}" }}
+
+[[agents]]
 id = "remote-gone"
 name = "Remote that is not there"
 owner = "alice"
@@ -254,12 +269,47 @@ def test_the_upstream_gets_the_agents_own_token_never_the_callers(world: World) 
     assert world.bob not in logged
 
 
-def test_credentials_go_to_the_cards_origin_only(world: World) -> None:
-    """The card at ``localhost`` names its interface at ``127.0.0.1`` (another origin, RFC 6454): the call
-    goes there without the agent's token, so a card cannot lead the gateway to give it to another host."""
-    reply, _ = reply_of(mcp_call(world, "remote-elsewhere", world.alice, {"message": "auth"}))
-    assert reply == "none"
-    assert "goes without the agent's credentials" in world.gateway.output()
+def test_a_card_cannot_send_the_gateway_to_another_origin(world: World) -> None:
+    """The card at ``localhost`` names its interfaces at ``127.0.0.1``, another origin (RFC 6454): they are
+    not used (a card could name an internal address), unless the agent allows that origin, and only
+    then does the agent's token go there."""
+    refused = mcp_call(world, "remote-elsewhere", world.alice, {"message": "auth"})
+    assert refused["error"]["data"]["code"] == "agent_service_unavailable", refused
+    assert "names no interface on http://localhost" in world.gateway.output()
+    reply, _ = reply_of(mcp_call(world, "remote-allowed", world.alice, {"message": "auth"}))
+    assert reply == f"Bearer {UPSTREAM_TOKEN}"
+
+
+def test_anonymous_callers_share_no_upstream_context_or_waiting_task(world: World) -> None:
+    """Found by the attack trial: an anonymous caller's ``contextId`` is only a label it chose, so it is
+    not the upstream's context, and a question one anonymous caller left cannot be answered by another."""
+
+    def send(text: str, context_id: str) -> dict[str, Any]:
+        message = {
+            "role": "ROLE_USER",
+            "messageId": str(uuid.uuid4()),
+            "contextId": context_id,
+            "parts": [{"text": text}],
+        }
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+        response = httpx.post(
+            f"{world.url}/remote-open/a2a", json=body, headers={"A2A-Version": "1.0"}, timeout=TIMEOUT
+        )
+        assert response.status_code == 200, response.text
+        task: dict[str, Any] = response.json()["result"]["task"]
+        return task
+
+    def text_of(task: dict[str, Any]) -> str:
+        return "".join(p.get("text", "") for a in task.get("artifacts", []) for p in a["parts"])
+
+    asked = send("ask", "support-1")
+    assert text_of(asked) == "what is your name?"
+    answered = send("name Mallory", "support-1")  # another anonymous caller, the same label
+    assert text_of(answered) == "name Mallory"  # a new upstream task (the echo), not the victim's
+    entries = [json.loads(line) for line in (world.folder / "streaming.jsonl").read_text("utf-8").splitlines()]
+    sent = [e for e in entries if e["text"] in ("ask", "name Mallory")]
+    assert sent
+    assert all(e["context_id"] != "support-1" for e in sent)
 
 
 def test_an_upstream_failure_is_the_agents_failure(world: World) -> None:

@@ -300,9 +300,22 @@ class A2ABackendSpec(_Spec):
     ``service_timeout``. The whole call is bounded by the agent's ``invoke_timeout_seconds``."""
     streaming: bool | None = None
     """Use ``SendStreamingMessage``: None (default) when the card says the agent streams."""
-    max_result_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 4 * 1024 * 1024
+    max_result_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
     """The most bytes one call may read from the upstream (its whole response or stream); beyond,
-    the call fails with ``agent_service_unavailable`` and the connection is dropped."""
+    the call fails with ``agent_service_unavailable`` and the connection is dropped. A reply is parsed
+    on the event loop (by the a2a-sdk, in Python per JSON value): keep this small."""
+    allowed_origins: Annotated[tuple[str, ...], Field(max_length=16)] = ()
+    """Origins (``https://host[:port]``) besides the card's where its interfaces may be, and the agent's
+    credentials may go; an interface anywhere else is not used (a card cannot send the gateway to an
+    internal address)."""
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for origin in value:
+            if not re.fullmatch(r"https?://[^\s/?#@]+", origin):
+                raise ValueError(f"allowed_origins: {origin!r} is not an origin (scheme://host[:port])")
+        return value
 
     @field_validator("card_url")
     @classmethod

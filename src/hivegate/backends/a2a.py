@@ -53,7 +53,7 @@ from a2a.client import A2AClientError, A2AClientTimeoutError, Client, ClientConf
 from a2a.client.card_resolver import parse_agent_card
 from a2a.types import AgentCard, CancelTaskRequest, Message, Part, Role, SendMessageRequest, Task, TaskState
 from a2a.utils.errors import A2AError
-from google.protobuf.json_format import MessageToDict
+from google.protobuf.json_format import MessageToDict, ParseError
 from mcp.server.context import ServerRequestContext
 from mcp.server.subscriptions import SubscriptionBus
 from mcp.shared.exceptions import MCPError
@@ -77,6 +77,9 @@ logger = logging.getLogger(__name__)
 
 CANCEL_TIMEOUT_SECONDS = 5.0
 """How long a ``CancelTask`` sent for a cancelled call may take (it runs shielded, after the call ended)."""
+
+MAX_RENDERED_DATA_BYTES = 256 * 1024
+"""A data part larger than this (protobuf bytes) is described in the reply text, not rendered as JSON."""
 
 MAX_AWAITING_INPUT = 10_000
 """The most conversations one agent remembers an upstream task ``input-required`` for (the oldest goes first)."""
@@ -139,9 +142,8 @@ class UpstreamAuth(httpx.Auth):
     client authenticated with HTTP Basic, §2.3.1), kept until :data:`_TOKEN_EARLY_SECONDS` before it
     expires and renewed once after a 401 (RFC 6750 §3.1).
 
-    They go only to the card's origin (scheme, host, port; RFC 6454): an agent card that names an
-    interface elsewhere cannot lead the gateway to hand the agent's credentials to another host (the
-    request goes there without them).
+    They go only to ``origins`` (scheme, host, port; RFC 6454): the card's and the spec's
+    ``allowed_origins``; a request anywhere else goes without them.
 
     A missing environment variable or a refused token request raises :class:`AgentServiceUnavailableError`
     (logged with the agent id; the caller sees the catalogue's text only).
@@ -151,13 +153,13 @@ class UpstreamAuth(httpx.Auth):
         self,
         agent_id: str,
         *,
-        origin: str,
+        origins: frozenset[str],
         headers: Mapping[str, str] | None = None,
         bearer_env: str | None = None,
         oauth: UpstreamOAuthSpec | None = None,
     ) -> None:
         self._agent_id = agent_id
-        self._origin = origin
+        self._origins = origins
         self._headers = dict(headers or {})
         self._bearer_env = bearer_env
         self._oauth = oauth
@@ -189,7 +191,8 @@ class UpstreamAuth(httpx.Auth):
         if not isinstance(body, dict):
             body = {}
         token = body.get("access_token")
-        if not isinstance(token, str) or not token or str(body.get("token_type", "")).lower() != "bearer":
+        usable = isinstance(token, str) and 0 < len(token) <= 8192 and token.isprintable() and token.isascii()
+        if not usable or str(body.get("token_type", "")).lower() != "bearer":
             logger.warning(
                 "agent %s: the upstream's token endpoint refused the client credentials (HTTP %s)",
                 self._agent_id,
@@ -197,7 +200,10 @@ class UpstreamAuth(httpx.Auth):
             )
             raise AgentServiceUnavailableError()
         expires_in = body.get("expires_in")
-        lifetime = float(expires_in) if isinstance(expires_in, int | float) and expires_in > 0 else 3600.0
+        lifetime = 3600.0
+        if isinstance(expires_in, int | float) and not isinstance(expires_in, bool) and 0 < expires_in < 86400 * 366:
+            lifetime = float(expires_in)
+        assert isinstance(token, str)
         self._token = token
         self._expires_at = time.monotonic() + max(lifetime - _TOKEN_EARLY_SECONDS, lifetime / 2)
 
@@ -207,7 +213,7 @@ class UpstreamAuth(httpx.Auth):
     async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
         """Add the upstream's ``Authorization``. Only a token endpoint's response is read here: the
         upstream's own responses (an SSE stream) reach the A2A client unread."""
-        if origin_of(str(request.url)) != self._origin:
+        if _http_origin(str(request.url)) not in self._origins:
             logger.warning(
                 "agent %s: a request to %s goes without the agent's credentials", self._agent_id, request.url.host
             )
@@ -269,8 +275,10 @@ def reply_text(parts: list[Part] | Any) -> str:
         kind = part.WhichOneof("content")
         if kind == "text":
             out.append(part.text)
-        elif kind == "data":
-            out.append(orjson.dumps(MessageToDict(part.data)).decode())
+        elif kind == "data":  # rendering is Python per value: a huge one is described, not rendered
+            size = part.data.ByteSize()
+            rendered = size <= MAX_RENDERED_DATA_BYTES
+            out.append(orjson.dumps(MessageToDict(part.data)).decode() if rendered else f"[data, {size} bytes]")
         elif kind in ("raw", "url"):
             label = " ".join(filter(None, [part.filename or "file", f"({part.media_type})" if part.media_type else ""]))
             out.append(f"[file {label}, {len(part.raw)} bytes]" if kind == "raw" else f"[file {label}: {part.url}]")
@@ -309,8 +317,8 @@ class A2ABackend:
         self._client: Client | None = None
         self._card: AgentCard | None = None
         self._connecting = anyio.Lock()
-        self._awaiting_input: dict[str, str] = {}
-        """Conversation id → the upstream task it left ``input-required`` (answered by its next call)."""
+        self._awaiting_input: dict[tuple[str, str], str] = {}
+        """(user, conversation id) → the upstream task it left ``input-required`` (answered by its next call)."""
 
     @property
     def card(self) -> AgentCard | None:
@@ -332,7 +340,7 @@ class A2ABackend:
             timeout=timeout,
             auth=UpstreamAuth(
                 self._agent_id,
-                origin=origin_of(spec.card_url),
+                origins=self._origins(),
                 headers=spec.headers,
                 bearer_env=spec.bearer_env,
                 oauth=spec.oauth,
@@ -360,25 +368,45 @@ class A2ABackend:
         if http is None:
             raise AgentServiceUnavailableError()
         try:
-            response = await http.get(card_url_of(self._spec.card_url), headers={"Accept": "application/json"})
+            # One deadline for the whole card: an upstream that trickles it byte by byte gives up here.
+            with anyio.fail_after(self._spec.timeout_seconds):
+                response = await http.get(card_url_of(self._spec.card_url), headers={"Accept": "application/json"})
             response.raise_for_status()
             card = parse_agent_card(response.json())
-        except httpx.TimeoutException:
+        except (httpx.TimeoutException, TimeoutError):
+            logger.warning("agent %s: the upstream agent card did not arrive in time", self._agent_id)
             raise ServiceTimeoutError(self._spec.timeout_seconds) from None
-        except (httpx.HTTPError, ValueError, TypeError, KeyError) as exc:  # ValueError: not JSON, not a card
+        except (httpx.HTTPError, ValueError, TypeError, KeyError, ParseError, RecursionError) as exc:  # not a card
             logger.warning("agent %s: the upstream agent card cannot be used: %s", self._agent_id, _one_line(exc))
             raise AgentServiceUnavailableError() from None
+        allowed = self._origins()
+        usable = [i for i in card.supported_interfaces if _http_origin(i.url) in allowed]
+        if not usable:  # the card cannot send the gateway elsewhere (an internal address: SSRF)
+            logger.warning(
+                "agent %s: the upstream agent card names no interface on %s (allowed_origins adds more)",
+                self._agent_id,
+                ", ".join(sorted(allowed)),
+            )
+            raise AgentServiceUnavailableError()
+        reachable = AgentCard()
+        reachable.CopyFrom(card)
+        del reachable.supported_interfaces[:]
+        reachable.supported_interfaces.extend(usable)
         streaming = self._spec.streaming if self._spec.streaming is not None else card.capabilities.streaming
         config = ClientConfig(
             streaming=streaming, httpx_client=http, supported_protocol_bindings=["JSONRPC", "HTTP+JSON"]
         )
         try:
-            client = ClientFactory(config).create(card)
+            client = ClientFactory(config).create(reachable)
         except (ValueError, A2AClientError) as exc:  # no interface this client speaks
             logger.warning("agent %s: the upstream agent card offers no usable interface: %s", self._agent_id, exc)
             raise AgentServiceUnavailableError() from None
         self._card, self._client = card, client
         return card
+
+    def _origins(self) -> frozenset[str]:
+        """The origins the agent's upstream may be called at: its card's, and ``allowed_origins``."""
+        return frozenset({origin_of(card_url_of(self._spec.card_url)), *map(origin_of, self._spec.allowed_origins)})
 
     async def _connected(self) -> Client:
         client = self._client
@@ -400,12 +428,17 @@ class A2ABackend:
             ServiceTimeoutError: the upstream sent nothing for ``timeout_seconds``.
         """
         client = await self._connected()
-        context_id = invocation.context_id or ""
+        # A signed-in caller's conversation id was checked as its own (the call contract); an anonymous
+        # caller's is only a label it chose, so its call starts a fresh upstream context and leaves no
+        # task waiting for an answer that another anonymous caller could give.
+        user = invocation.principal.user_id
+        context_id = (invocation.context_id or "") if user is not None else ""
+        waiting = (user, context_id) if user is not None and context_id else None
         message = Message(
             role=Role.ROLE_USER,
             message_id=str(uuid.uuid4()),
             context_id=context_id,
-            task_id=self._awaiting_input.pop(context_id, "") if context_id else "",
+            task_id=self._awaiting_input.pop(waiting, "") if waiting is not None else "",
             parts=[Part(text=invocation.message), *(_attachment_part(a) for a in invocation.attachments)],
         )
         reply = _Reply()
@@ -417,16 +450,16 @@ class A2ABackend:
             raise
         except A2AClientTimeoutError:
             raise ServiceTimeoutError(self._spec.timeout_seconds) from None
-        except (A2AClientError, A2AError, httpx.HTTPError, ValueError) as exc:
+        except (A2AClientError, A2AError, httpx.HTTPError, ValueError, ParseError, RecursionError) as exc:
             logger.warning("agent %s: the upstream A2A agent failed: %s", self._agent_id, _one_line(exc))
             raise AgentServiceUnavailableError() from None
         if reply.message_text is None and reply.state in _FAILED_STATES:
             what = _FAILED_STATES[reply.state]  # pyright: ignore[reportArgumentType]
             raise AgentError(reply.status_text or f"The remote agent {what}.")
-        if reply.state == TaskState.TASK_STATE_INPUT_REQUIRED and context_id and reply.task_id:
+        if reply.state == TaskState.TASK_STATE_INPUT_REQUIRED and waiting is not None and reply.task_id:
             if len(self._awaiting_input) >= MAX_AWAITING_INPUT:  # the oldest question is forgotten
                 del self._awaiting_input[next(iter(self._awaiting_input))]
-            self._awaiting_input[context_id] = reply.task_id
+            self._awaiting_input[waiting] = reply.task_id
         elif reply.message_text is None and reply.state not in _ENDED:
             logger.warning("agent %s: the upstream's answer ended in state %s", self._agent_id, reply.state)
             raise AgentServiceUnavailableError()
@@ -497,6 +530,14 @@ def origin_of(url: str) -> str:
     parsed = httpx.URL(url)
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     return f"{parsed.scheme}://{parsed.host}:{port}"
+
+
+def _http_origin(url: str) -> str | None:
+    """:func:`origin_of` for an http(s) URL; None for anything else (another scheme, not a URL)."""
+    try:
+        return origin_of(url) if url.startswith(("http://", "https://")) else None
+    except (httpx.InvalidURL, ValueError):
+        return None
 
 
 def _one_line(exc: BaseException) -> str:
