@@ -146,3 +146,31 @@ def test_reply_text_renders_any_parts(values: list[Any]) -> None:
     for value in values:
         if isinstance(value, str):
             assert value in rendered
+
+
+async def test_parsing_a_heavy_reply_does_not_hold_up_the_gateways_loop() -> None:
+    """Found by the attack trial: a reply of a million small JSON values took the a2a-sdk's parser seconds,
+    on the gateway's loop, which answered nobody meanwhile. The exchange now runs on the upstream loop:
+    while it parses, this loop keeps turning (a ticker's longest gap stays a small part of the call)."""
+    zeros = [0] * 400_000
+    heavy = {"result": {"message": {"role": "ROLE_AGENT", "messageId": "m", "parts": [{"data": {"z": zeros}}]}}}
+    gaps: list[float] = []
+    finished = anyio.Event()
+
+    async def tick() -> None:
+        last = anyio.current_time()
+        while not finished.is_set():
+            await anyio.sleep(0.005)
+            now = anyio.current_time()
+            gaps.append(now - last)
+            last = now
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(tick)
+        started = anyio.current_time()
+        reply = await call(serving(card(), heavy), max_result_bytes=16 * 1024 * 1024)
+        took = anyio.current_time() - started
+        finished.set()
+    assert reply.startswith("[data, ")  # too big to render: described
+    assert took > 0.3, f"the reply parsed in {took:.2f} s: too light to show anything"
+    assert max(gaps) < took / 3, (max(gaps), took)

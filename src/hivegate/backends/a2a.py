@@ -36,14 +36,17 @@ One HTTP client per agent, reused by every call (one connection pool, one TLS co
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import concurrent.futures
 import logging
 import os
+import threading
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -74,6 +77,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 CANCEL_TIMEOUT_SECONDS = 5.0
 """How long a ``CancelTask`` sent for a cancelled call may take (it runs shielded, after the call ended)."""
@@ -134,6 +139,68 @@ class _LimitedTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+class UpstreamLoop:
+    """An event loop in a thread of its own, where one a2a backend talks to its upstream.
+
+    The a2a-sdk parses what an upstream sends (its JSON-RPC replies, its streamed events) in Python,
+    per JSON value, on the loop that awaits it: a hostile upstream's megabyte of small values costs
+    seconds. On this loop, that time is taken from that agent's upstream calls only; the gateway's own
+    loop goes on serving every other request (the interpreter switches threads every few milliseconds).
+    Started by the first call, stopped by :meth:`stop` (a daemon thread: it never holds up an exit).
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The upstream loop (started on first use)."""
+        with self._lock:
+            if self._loop is None or self._loop.is_closed():
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=_run_until_stopped, args=(loop,), name="hivegate-upstream", daemon=True).start()
+                self._loop = loop
+            return self._loop
+
+    async def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` on the upstream loop and return (or raise) what it did.
+
+        Cancelling the caller cancels ``work`` there and waits (shielded, at most
+        :data:`CANCEL_TIMEOUT_SECONDS` and a second) for it to finish its own cleanup (a ``CancelTask``).
+        """
+        ended = concurrent.futures.Future[None]()
+
+        async def tracked() -> T:
+            try:
+                return await work
+            finally:
+                ended.set_result(None)
+
+        running = asyncio.run_coroutine_threadsafe(tracked(), self.loop())
+        try:
+            return await asyncio.wrap_future(running)
+        except asyncio.CancelledError:
+            running.cancel()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_TIMEOUT_SECONDS + 1):
+                await asyncio.wrap_future(ended)
+            raise
+
+    def stop(self) -> None:
+        """Stop the loop (its thread ends, and closes it). Idempotent; a later :meth:`run` starts a new one."""
+        with self._lock:
+            loop, self._loop = self._loop, None
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(loop.stop)
+
+
+def _run_until_stopped(loop: asyncio.AbstractEventLoop) -> None:
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
 
 
 class UpstreamAuth(httpx.Auth):
@@ -316,6 +383,7 @@ class A2ABackend:
         self._http: httpx.AsyncClient | None = None
         self._client: Client | None = None
         self._card: AgentCard | None = None
+        self._upstream = UpstreamLoop()
         self._connecting = anyio.Lock()
         self._awaiting_input: dict[tuple[str, str], str] = {}
         """(user, conversation id) → the upstream task it left ``input-required`` (answered by its next call)."""
@@ -332,27 +400,37 @@ class A2ABackend:
         return None
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
-        """Open the agent's HTTP client (no connection yet: the card is fetched by the first call)."""
-        spec = self._spec
-        timeout = httpx.Timeout(spec.timeout_seconds)
-        self._http = httpx.AsyncClient(
-            transport=self._transport or _LimitedTransport(spec.max_result_bytes),
-            timeout=timeout,
-            auth=UpstreamAuth(
-                self._agent_id,
-                origins=self._origins(),
-                headers=spec.headers,
-                bearer_env=spec.bearer_env,
-                oauth=spec.oauth,
-            ),
-            follow_redirects=False,
-        )
+        """Nothing to open yet: the HTTP client is made, and the card fetched, by the first call, on the
+        upstream loop (:class:`UpstreamLoop`)."""
 
     async def aclose(self) -> None:
-        """Close the A2A client and the HTTP client. Idempotent."""
+        """Close the A2A client and the HTTP client, and stop the agent's upstream loop. Idempotent."""
+        if self._http is not None:
+            await self._upstream.run(self._close_here())
+        self._upstream.stop()
+
+    async def _close_here(self) -> None:
         http, self._http, self._client = self._http, None, None
         if http is not None:
             await http.aclose()
+
+    def _open_here(self) -> httpx.AsyncClient:
+        """The agent's HTTP client, made on the upstream loop (where it is used) the first time."""
+        if self._http is None:
+            spec = self._spec
+            self._http = httpx.AsyncClient(
+                transport=self._transport or _LimitedTransport(spec.max_result_bytes),
+                timeout=httpx.Timeout(spec.timeout_seconds),
+                auth=UpstreamAuth(
+                    self._agent_id,
+                    origins=self._origins(),
+                    headers=spec.headers,
+                    bearer_env=spec.bearer_env,
+                    oauth=spec.oauth,
+                ),
+                follow_redirects=False,
+            )
+        return self._http
 
     async def request(self, ctx: ServerRequestContext[Any, Any], method: str, params: Mapping[str, Any]) -> Any:
         raise MCPError(METHOD_NOT_FOUND, "Method not found", data=method)
@@ -364,9 +442,10 @@ class A2ABackend:
             AgentServiceUnavailableError: the card cannot be fetched or is not an A2A 1.0 card.
             ServiceTimeoutError: the card did not arrive within ``timeout_seconds``.
         """
-        http = self._http
-        if http is None:
-            raise AgentServiceUnavailableError()
+        return await self._upstream.run(self._fetch_card_here())
+
+    async def _fetch_card_here(self) -> AgentCard:
+        http = self._open_here()
         try:
             # One deadline for the whole card: an upstream that trickles it byte by byte gives up here.
             with anyio.fail_after(self._spec.timeout_seconds):
@@ -414,12 +493,13 @@ class A2ABackend:
             return client
         async with self._connecting:
             if self._client is None:
-                await self.fetch_card()
+                await self._fetch_card_here()
             assert self._client is not None
             return self._client
 
     async def invoke(self, invocation: Invocation, on_delta: DeltaSink | None) -> str:
-        """Send the call's message to the upstream and return its reply text (module docstring).
+        """Send the call's message to the upstream and return its reply text (module docstring). The
+        exchange runs on the upstream loop; each delta is handed to ``on_delta`` on this loop, in order.
 
         Raises:
             AgentError: the upstream task ended failed, rejected, canceled or auth-required.
@@ -427,6 +507,19 @@ class A2ABackend:
                 that is not A2A, or more than ``max_result_bytes``.
             ServiceTimeoutError: the upstream sent nothing for ``timeout_seconds``.
         """
+        if on_delta is None:
+            return await self._upstream.run(self._invoke_here(invocation, None))
+        here, sink = asyncio.get_running_loop(), on_delta
+
+        async def deliver(text: str) -> None:
+            await sink(text)
+
+        async def relay(text: str) -> None:
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(deliver(text), here))
+
+        return await self._upstream.run(self._invoke_here(invocation, relay))
+
+    async def _invoke_here(self, invocation: Invocation, on_delta: DeltaSink | None) -> str:
         client = await self._connected()
         # A signed-in caller's conversation id was checked as its own (the call contract); an anonymous
         # caller's is only a label it chose, so its call starts a fresh upstream context and leaves no
