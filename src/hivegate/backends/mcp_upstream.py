@@ -23,7 +23,8 @@ What passes through:
   ``inputResponses`` and ``requestState``) reaches the upstream;
 - **cancellation**: a cancelled call cancels its upstream request (the SDK client sends
   ``notifications/cancelled``);
-- **list changes**: the upstream's ``list_changed`` notifications (handshake era) become the agent's.
+- **list changes**: the upstream's ``list_changed`` notifications (handshake era) and its
+  ``subscriptions/listen`` events (2026-07-28) become the agent's.
 
 Failures (the catalogue): an upstream that cannot be reached or started, or whose connection drops, is
 ``agent_service_unavailable``; one that does not answer within ``timeout_seconds`` is
@@ -37,13 +38,15 @@ import os
 import time
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, cast
 
 import anyio
 import anyio.abc
 import httpx2
 import mcp_types as types
 from mcp import Client
+from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.context import ServerRequestContext
@@ -56,11 +59,13 @@ from mcp.server.subscriptions import (
 )
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
-from mcp_types import METHOD_NOT_FOUND
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, METHOD_NOT_FOUND, RequestParamsMeta
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hivegate.agents.model import McpBackendSpec
 from hivegate.backends.base import DeltaSink, Invocation
 from hivegate.errors import AgentError, AgentServiceUnavailableError, ServiceTimeoutError
+from hivegate.mcp.sdk_bridge import keep_request_client_capabilities
 
 __all__ = ["FORWARDED_METHODS", "LIST_CACHE_SECONDS", "McpUpstreamBackend"]
 
@@ -168,7 +173,7 @@ class McpUpstreamBackend:
             if method in _LISTS:  # the upstream has none: an empty list
                 return _LISTS[method].model_validate({_LIST_KEYS[method]: []})
             raise MCPError(METHOD_NOT_FOUND, "Method not found", data=method)
-        forwarded = _forwarded_params(params)
+        forwarded = _forwarded_params(params, client.session.protocol_version in MODERN_PROTOCOL_VERSIONS)
         try:
             if method in _LISTS:
                 return await self._listed(client, method, forwarded)
@@ -208,37 +213,67 @@ class McpUpstreamBackend:
     async def _call(
         self, ctx: ServerRequestContext[Any, Any], client: Client, method: str, params: dict[str, Any]
     ) -> Any:
-        """``tools/call``, ``resources/read``, ``prompts/get`` or ``completion/complete`` on the upstream."""
+        """``tools/call``, ``resources/read``, ``prompts/get`` or ``completion/complete`` on the upstream.
+
+        To a 2026-07-28 upstream, the request declares the caller's client capabilities (SEP-2322: it
+        asks for input only as the caller can give it). An ``InputRequiredResult`` reaches a 2026-07-28
+        caller as it is; for a handshake-era caller, which cannot take one, the gateway drives the rounds
+        itself (the SDK client's driver), asking the caller each embedded question as a request on its
+        own session (sampling, elicitation, roots) and retrying the upstream with the answers."""
         session = client.session
-        meta = params.get("_meta") or None
-        if method == "tools/call":  # bounded by the agent's invoke timeout (the caller's), not timeout_seconds
-            return await session.call_tool(
-                params["name"],
-                params.get("arguments"),
-                progress_callback=_progress_to(ctx),
-                input_responses=params.get("inputResponses"),
-                request_state=params.get("requestState"),
-                meta=meta,
-                allow_input_required=True,
-                allow_claimed=True,
+        meta = cast(RequestParamsMeta, dict(params.get("_meta") or {}))
+        if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            declared = ctx.session.client_capabilities
+            meta[CLIENT_CAPABILITIES_META_KEY] = (
+                {} if declared is None else declared.model_dump(by_alias=True, mode="json", exclude_none=True)
             )
-        with anyio.fail_after(self._spec.timeout_seconds):
-            if method == "resources/read":
-                return await session.send_request(
-                    types.ReadResourceRequest(params=types.ReadResourceRequestParams.model_validate(params)),
-                    types.ReadResourceResult,
-                )
-            if method == "prompts/get":
-                return await session.get_prompt(
+        drive = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+        if drive and session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            # A handshake-era caller filters log messages by its session's level (logging/setLevel): the
+            # upstream sends them all, and the caller's session keeps what its level lets through.
+            meta[LOG_LEVEL_META_KEY] = "debug"
+        token = _CALLER.set(ctx)
+        try:
+            if method == "tools/call":  # bounded by the agent's invoke timeout (the caller's), not timeout_seconds
+                if drive:
+                    return await client.call_tool(
+                        params["name"], params.get("arguments"), progress_callback=_progress_to(ctx), meta=meta or None
+                    )
+                return await session.call_tool(
                     params["name"],
                     params.get("arguments"),
+                    progress_callback=_progress_to(ctx),
                     input_responses=params.get("inputResponses"),
                     request_state=params.get("requestState"),
-                    meta=meta,
+                    meta=meta or None,
                     allow_input_required=True,
+                    allow_claimed=True,
                 )
-            request = types.CompleteRequest(params=types.CompleteRequestParams.model_validate(params))
-            return await session.send_request(request, types.CompleteResult)
+            with anyio.fail_after(self._spec.timeout_seconds):
+                if method == "resources/read":
+                    if drive:
+                        return await client.read_resource(params["uri"], meta=meta or None, cache_mode="bypass")
+                    return await session.send_request(
+                        types.ReadResourceRequest(
+                            params=types.ReadResourceRequestParams.model_validate({**params, "_meta": meta or None})
+                        ),
+                        types.ReadResourceResult,
+                    )
+                if method == "prompts/get":
+                    if drive:
+                        return await client.get_prompt(params["name"], params.get("arguments"), meta=meta or None)
+                    return await session.get_prompt(
+                        params["name"],
+                        params.get("arguments"),
+                        input_responses=params.get("inputResponses"),
+                        request_state=params.get("requestState"),
+                        meta=meta or None,
+                        allow_input_required=True,
+                    )
+                request = types.CompleteRequest(params=types.CompleteRequestParams.model_validate(params))
+                return await session.send_request(request, types.CompleteResult)
+        finally:
+            _CALLER.reset(token)
 
     async def _connected(self) -> Client:
         client = self._client
@@ -271,14 +306,43 @@ class McpUpstreamBackend:
         lost = anyio.Event()
         async with AsyncExitStack() as stack:
             client = await stack.enter_async_context(self._client_for(stack))
+            keep_request_client_capabilities(client.session)
             self._lost = lost
             self._lists.clear()
             task_status.started(client)
             try:
-                await lost.wait()
+                async with anyio.create_task_group() as tasks:
+                    if client.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                        tasks.start_soon(self._listen, client)
+                    await lost.wait()
+                    tasks.cancel_scope.cancel()
             finally:
                 if self._client is client:
                     self._client = None
+
+    async def _listen(self, client: Client) -> None:
+        """A 2026-07-28 upstream's list changes, from its ``subscriptions/listen`` stream, become the agent's
+        (re-listened after the stream drops; a refusal is logged once, and the lists are then only cached
+        for :data:`LIST_CACHE_SECONDS`)."""
+        pause = _RETRY_FIRST_SECONDS
+        while True:
+            try:
+                async with client.listen(
+                    tools_list_changed=True, prompts_list_changed=True, resources_list_changed=True
+                ) as subscription:
+                    pause = _RETRY_FIRST_SECONDS
+                    async for event in subscription:
+                        if isinstance(event, ToolsListChanged | PromptsListChanged | ResourcesListChanged):
+                            self._lists.clear()
+                            if self.subscription_bus is not None:
+                                await self.subscription_bus.publish(event)
+            except MCPError as exc:
+                logger.info("agent %s: the upstream refused subscriptions/listen: %s", self._agent_id, exc)
+                return
+            except Exception as exc:  # the stream dropped: listen again after a pause
+                logger.info("agent %s: the upstream's listen stream ended: %s", self._agent_id, _one_line(exc))
+            await anyio.sleep(pause)
+            pause = min(pause * 2, _RETRY_MAX_SECONDS)
 
     def _client_for(self, stack: AsyncExitStack) -> Client:
         spec = self._spec
@@ -287,6 +351,10 @@ class McpUpstreamBackend:
             "cache": None,
             "message_handler": self._on_message,
             "read_timeout_seconds": None,
+            "sampling_callback": _ask_caller,
+            "elicitation_callback": _ask_caller,
+            "list_roots_callback": _ask_caller_for_roots,
+            "logging_callback": _log_to_caller,
         }
         if spec.command is not None:
             command, *args = spec.command
@@ -338,14 +406,70 @@ _LIST_KEYS = {
 }
 
 
-def _forwarded_params(params: Mapping[str, Any]) -> dict[str, Any]:
+_CALLER: ContextVar[ServerRequestContext[Any, Any] | None] = ContextVar("hivegate_upstream_caller", default=None)
+"""The request whose upstream call is running in this task (the input-required driver runs in it)."""
+
+
+async def _ask_caller(context: ClientRequestContext, params: Any) -> Any:
+    """An upstream's sampling or elicitation request, asked of the caller whose call it belongs to.
+
+    Only a question embedded in an ``InputRequiredResult`` is asked in the calling task; one the upstream
+    sends on its own (a handshake-era server's request outside any call of this task) has no caller to
+    go to, and is declined."""
+    caller = _CALLER.get()
+    if caller is None:
+        return types.ErrorData(code=types.INVALID_REQUEST, message="the gateway has no caller to ask")
+    try:
+        if isinstance(params, types.CreateMessageRequestParams):
+            result_type: Any = types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
+            request: Any = types.CreateMessageRequest(params=params)
+        else:
+            result_type, request = types.ElicitResult, types.ElicitRequest(params=params)
+        return await caller.session.send_request(request, result_type)
+    except MCPError as exc:
+        return exc.error
+
+
+async def _log_to_caller(params: types.LoggingMessageNotificationParams) -> None:
+    """An upstream's log message for a call, relayed to that call's caller (when it arrives in the call's
+    task; a message without a caller to go to is dropped)."""
+    caller = _CALLER.get()
+    if caller is not None:
+        # Deprecated as of 2026-07-28 (SEP-2577), the handshake era's way still: the session applies the
+        # caller's level (logging/setLevel, or its request's opt-in).
+        await caller.session.send_log_message(  # pyright: ignore[reportDeprecated]
+            params.level, params.data, params.logger, caller.request_id
+        )
+
+
+async def _ask_caller_for_roots(context: ClientRequestContext) -> Any:
+    """An upstream's ``roots/list``, asked of the caller (as :func:`_ask_caller`)."""
+    caller = _CALLER.get()
+    if caller is None:
+        return types.ErrorData(code=types.INVALID_REQUEST, message="the gateway has no caller to ask")
+    try:
+        return await caller.session.send_request(types.ListRootsRequest(), types.ListRootsResult)
+    except MCPError as exc:
+        return exc.error
+
+
+def _forwarded_params(params: Mapping[str, Any], modern: bool) -> dict[str, Any]:
     """The caller's params without what belongs to its own connection: the protocol envelope in ``_meta``
-    (the SDK client stamps the upstream connection's own) and its ``progressToken`` (progress is relayed
-    on the caller's token by a callback)."""
+    (the SDK client stamps the upstream connection's own), except, to a 2026-07-28 upstream, the caller's
+    client capabilities (SEP-2322: the upstream asks for input only as the caller can give it); and its
+    ``progressToken`` (progress is relayed on the caller's token by a callback)."""
     forwarded = dict(params)
     meta = forwarded.get("_meta")
     if isinstance(meta, Mapping):
-        kept = {k: v for k, v in meta.items() if not k.startswith(_ENVELOPE_PREFIX) and k != "progressToken"}
+        kept = {
+            k: v
+            for k, v in meta.items()
+            if (
+                not k.startswith(_ENVELOPE_PREFIX)
+                or (modern and k in (CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY))
+            )
+            and k != "progressToken"
+        }
         if kept:
             forwarded["_meta"] = kept
         else:

@@ -27,6 +27,9 @@ What is touched, and what to check on an SDK upgrade:
 - :func:`deliver_now`: ``InMemorySubscriptionBus._listeners``.
 - :func:`mcpserver_parts`: ``MCPServer._lowlevel_server``, ``MCPServer._subscriptions``.
 - :func:`is_sdk_tracing`: the private module ``mcp.server._otel``.
+- :func:`keep_request_client_capabilities`: ``ClientSession._stamp`` (client/session.py), the per-request
+  stamp ``adopt()`` installs, which sets ``_meta["io.modelcontextprotocol/clientCapabilities"]`` to the
+  session's own. Check: still the one place a modern request's envelope is written.
 
 Then run tests/mcp/test_lean_parity.py (each lean method, each protocol version, lean path
 against the SDK's own serving loop) and the conformance suite. See docs/sdk-bridge.md.
@@ -41,6 +44,7 @@ from collections.abc import Collection, Mapping
 from typing import Any, cast
 
 import anyio
+from mcp.client.session import ClientSession
 from mcp.server._otel import OpenTelemetryMiddleware  # mcp==2.3.0: private module, no public re-export
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.connection import Connection
@@ -55,7 +59,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ServerEvent, Subsc
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.transport_context import TransportContext
-from mcp_types import METHOD_NOT_FOUND, RequestId
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, METHOD_NOT_FOUND, RequestId
 from mcp_types import methods as surface
 from mcp_types.version import LATEST_MODERN_VERSION
 
@@ -65,6 +69,7 @@ __all__ = [
     "deliver_now",
     "idle_expired",
     "is_sdk_tracing",
+    "keep_request_client_capabilities",
     "live_session_ids",
     "mcpserver_parts",
     "refresh_server_info",
@@ -319,3 +324,26 @@ def mcpserver_parts(target: MCPServer[Any]) -> tuple[Server[Any], SubscriptionBu
 def is_sdk_tracing(middleware: ServerMiddleware[Any]) -> bool:
     """Whether ``middleware`` is the SDK's OpenTelemetry middleware (on by default in every ``Server``)."""
     return isinstance(middleware, OpenTelemetryMiddleware)
+
+
+def keep_request_client_capabilities(session: ClientSession) -> None:
+    """Let a request sent on ``session`` declare its own client capabilities (2026-07-28 ``_meta``).
+
+    The mcp backend forwards a caller's request to an upstream server on one shared client session; the
+    upstream must see the capabilities of the caller (SEP-2322: it asks for input only as the client can
+    give it), not of the gateway's client. The SDK's stamp writes the session's own capabilities into
+    every modern request's ``_meta`` (mcp==2.3.0: ``ClientSession._stamp``, set when the session adopts
+    its protocol version, so call this after connecting); the stamp is wrapped so that a request whose
+    ``_meta`` already carries them keeps its own. Requests without them get the session's, as before.
+    """
+    stamp = session._stamp  # pyright: ignore[reportPrivateUsage]  # mcp==2.3.0
+
+    def keep_own(data: dict[str, Any], opts: CallOptions) -> None:
+        params = data.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        own = meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None
+        stamp(data, opts)
+        if own is not None:
+            data["params"]["_meta"][CLIENT_CAPABILITIES_META_KEY] = own
+
+    session._stamp = keep_own  # pyright: ignore[reportPrivateUsage]  # mcp==2.3.0
