@@ -165,6 +165,7 @@ async def test_parsing_a_heavy_reply_does_not_hold_up_the_gateways_loop() -> Non
             gaps.append(now - last)
             last = now
 
+    reply, took = "", 0.0
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(tick)
         started = anyio.current_time()
