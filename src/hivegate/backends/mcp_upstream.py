@@ -59,7 +59,13 @@ from mcp.server.subscriptions import (
 )
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, METHOD_NOT_FOUND, RequestParamsMeta
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CONNECTION_CLOSED,
+    LOG_LEVEL_META_KEY,
+    METHOD_NOT_FOUND,
+    RequestParamsMeta,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hivegate.agents.model import McpBackendSpec
@@ -77,6 +83,8 @@ an upstream ``list_changed`` drops it at once."""
 
 _RETRY_FIRST_SECONDS = 1.0
 _RETRY_MAX_SECONDS = 30.0
+_SHORT_LIVED_SECONDS = 10.0
+"""A connection lost sooner than this after it opened counts towards the restart back-off."""
 
 _CAPABILITY_OF = {
     "tools/list": "tools",
@@ -123,6 +131,8 @@ class McpUpstreamBackend:
         self._connecting = anyio.Lock()
         self._retry_at = 0.0
         self._retry_pause = _RETRY_FIRST_SECONDS
+        self._opened_at = 0.0
+        self._short_lived = 0
         self._lists: dict[tuple[str, str | None], tuple[float, Any]] = {}
         self._schemas: dict[str, Mapping[str, Any]] = {}
         self._closed = False
@@ -178,8 +188,12 @@ class McpUpstreamBackend:
             if method in _LISTS:
                 return await self._listed(client, method, forwarded)
             return await self._call(ctx, client, method, forwarded)
-        except MCPError:
-            raise
+        except MCPError as exc:
+            if exc.error.code != CONNECTION_CLOSED:  # the upstream's own error: as it is
+                raise
+            logger.warning("agent %s: the upstream MCP server's connection closed", self._agent_id)
+            self._forget(client)
+            raise AgentServiceUnavailableError() from None
         except TimeoutError:
             raise ServiceTimeoutError(self._spec.timeout_seconds) from None
         except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError) as exc:
@@ -297,7 +311,7 @@ class McpUpstreamBackend:
                     raise ServiceTimeoutError(self._spec.timeout_seconds) from None
                 raise AgentServiceUnavailableError() from None
             self._retry_pause = _RETRY_FIRST_SECONDS
-            self._client = client
+            self._client, self._opened_at = client, time.monotonic()
             return client
 
     async def _hold(self, *, task_status: anyio.abc.TaskStatus[Client] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -391,9 +405,15 @@ class McpUpstreamBackend:
                 await bus.publish(event)
 
     def _forget(self, client: Client) -> None:
-        """The connection of ``client`` failed: the next request opens a new one."""
+        """The connection of ``client`` failed (a stdio upstream crashed): the next request opens a new one,
+        at once the first time; when the new one fails too within :data:`_SHORT_LIVED_SECONDS`, after a
+        back-off that doubles (1 s to 30 s), so a process that dies at once is not restarted by every call."""
         if self._client is client:
             self._client = None
+            now = time.monotonic()
+            self._short_lived = self._short_lived + 1 if now - self._opened_at < _SHORT_LIVED_SECONDS else 0
+            if self._short_lived > 1:  # the process it was restarted into died young too
+                self._retry_at = now + min(_RETRY_FIRST_SECONDS * 2 ** (self._short_lived - 2), _RETRY_MAX_SECONDS)
             if self._lost is not None:
                 self._lost.set()
 

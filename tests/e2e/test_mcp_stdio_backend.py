@@ -1,0 +1,173 @@
+"""Issue 11 items 2-3 (their first part): an agent that fronts a stdio MCP server.
+
+``hivegate serve`` runs ``tests/upstreams/mcp_stdio_upstream.py`` as its child, started by the first
+request, reused by every call, started again after it crashes, and stopped with the gateway. The
+test counts the gateway's child processes (``/proc``) before, during and after many calls and a crash:
+one child at a time, none left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import AsyncGenerator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client as McpClient
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import TextContent
+
+from tests.e2e.registry_cli import create_user_with_key, run_cli
+from tests.gateway_process import ROOT, GatewayProcess, run_gateway
+
+TIMEOUT = 60
+MODERN = "2026-07-28"
+UPSTREAM = ROOT / "tests" / "upstreams" / "mcp_stdio_upstream.py"
+
+
+@dataclass
+class World:
+    gateway: GatewayProcess
+    alice: str
+
+
+def children(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (from /proc; zombies are not counted as live)."""
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    folder = tmp_path_factory.mktemp("mcp-stdio")
+    url = f"sqlite+aiosqlite:///{folder / 'hivegate.db'}"
+    config = folder / "agents.toml"
+    config.write_text(
+        f"""
+[[agents]]
+id = "local"
+name = "A stdio MCP server"
+owner = "alice"
+backend = {{ type = "mcp", command = ["{sys.executable}", "{UPSTREAM}"], env = {{ UPSTREAM_GREETING = "hi" }} }}
+""",
+        encoding="utf-8",
+    )
+    alice = create_user_with_key(url, "alice")
+    run_cli(url, "agents", "apply", str(config))
+    with run_gateway(None, database_url=url, env={"HIVEGATE_SECRET_TEST_MARKER": "x"}) as gateway:
+        yield World(gateway, alice)
+
+
+@asynccontextmanager
+async def client_of(world: World, mode: str = MODERN) -> AsyncGenerator[McpClient]:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {world.alice}"}, timeout=TIMEOUT) as http,
+        McpClient(streamable_http_client(f"{world.gateway.url}/local/mcp", http_client=http), mode=mode) as client,
+    ):
+        yield client
+
+
+def text(result: object) -> str:
+    block = result.content[0]  # type: ignore[attr-defined]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+async def test_one_child_serves_every_call_and_is_started_again_after_a_crash(world: World) -> None:
+    pid = world.gateway.process.pid
+    async with client_of(world) as client:
+        with anyio.fail_after(TIMEOUT):
+            tools = await client.list_tools()
+            assert sorted(t.name for t in tools.tools) == ["add", "crash", "leak_env", "whoami"]
+            first = text(await client.call_tool("whoami", {}))
+            assert first.endswith("greeting=hi")  # the agents file's env reached the process
+            assert text(await client.call_tool("leak_env", {})) == "none"  # the gateway's own did not
+            served = children(pid)
+            assert len(served) == 1, served
+
+            async def add(n: int) -> None:
+                result = await client.call_tool("add", {"a": n, "b": 1})
+                assert text(result) == str(n + 1)
+
+            for round_ in range(10):  # 200 calls, 20 at a time, on the one child
+                async with anyio.create_task_group() as tasks:
+                    for n in range(20):
+                        tasks.start_soon(add, round_ * 20 + n)
+            assert children(pid) == served
+            assert text(await client.call_tool("whoami", {})) == first
+
+            with pytest.raises(MCPError) as crashed:
+                await client.call_tool("crash", {})
+            assert crashed.value.error.data == {"code": "agent_service_unavailable"}
+            again = text(await client.call_tool("whoami", {}))  # a new child
+            assert again != first
+            after = children(pid)
+            assert len(after) == 1, after
+            assert after != served
+
+            # A child that dies young again: the next start waits (1 s, doubling), so calls meanwhile are
+            # refused at once instead of each starting a process.
+            with pytest.raises(MCPError):
+                await client.call_tool("crash", {})
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("whoami", {})
+            assert refused.value.error.data == {"code": "agent_service_unavailable"}
+            assert children(pid) == []
+
+
+def test_the_child_is_stopped_with_the_gateway(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'hivegate.db'}"
+    config = tmp_path / "agents.toml"
+    config.write_text(
+        f"""
+[[agents]]
+id = "local"
+name = "A stdio MCP server"
+owner = "alice"
+backend = {{ type = "mcp", command = ["{sys.executable}", "{UPSTREAM}"] }}
+""",
+        encoding="utf-8",
+    )
+    alice = create_user_with_key(url, "alice")
+    run_cli(url, "agents", "apply", str(config))
+    with run_gateway(None, database_url=url) as gateway:
+        world = World(gateway, alice)
+
+        async def start_child() -> None:
+            async with client_of(world) as client:
+                with anyio.fail_after(TIMEOUT):
+                    await client.list_tools()
+
+        anyio.run(start_child)
+        child = children(gateway.process.pid)
+        assert len(child) == 1
+        gateway.process.send_signal(signal.SIGTERM)
+        gateway.process.wait(timeout=30)
+
+    def gone(pid: int) -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        return state == "Z"
+
+    assert gone(child[0]), f"the stdio child {child[0]} outlived the gateway"
+    if not gone(child[0]):  # pragma: no cover - clean up after a failure
+        os.kill(child[0], signal.SIGKILL)
