@@ -67,6 +67,8 @@ def serve(
     logging.basicConfig(level=settings.server.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     if settings.server.log_level != "debug":
         logging.getLogger("alembic").setLevel(logging.WARNING)  # "Context impl SQLiteImpl" once per store
+        for client in ("httpx", "httpx2", "httpcore", "httpcore2"):  # "HTTP Request: POST …" per upstream call
+            logging.getLogger(client).setLevel(logging.WARNING)
     if reload:
         anyio.run(_check_database, settings)  # StoreUnavailableError: one line, exit status 4 (hivegate.cli)
         sock, settings = _listen(settings)
