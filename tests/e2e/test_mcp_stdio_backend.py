@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import asynccontextmanager
@@ -76,10 +77,10 @@ backend = {{ type = "mcp", command = ["{sys.executable}", "{UPSTREAM}"], env = {
 
 
 @asynccontextmanager
-async def client_of(world: World, mode: str = MODERN) -> AsyncGenerator[McpClient]:
+async def client_of(world: World, mode: str = MODERN, agent: str = "local") -> AsyncGenerator[McpClient]:
     async with (
         httpx2.AsyncClient(headers={"Authorization": f"Bearer {world.alice}"}, timeout=TIMEOUT) as http,
-        McpClient(streamable_http_client(f"{world.gateway.url}/local/mcp", http_client=http), mode=mode) as client,
+        McpClient(streamable_http_client(f"{world.gateway.url}/{agent}/mcp", http_client=http), mode=mode) as client,
     ):
         yield client
 
@@ -95,7 +96,7 @@ async def test_one_child_serves_every_call_and_is_started_again_after_a_crash(wo
     async with client_of(world) as client:
         with anyio.fail_after(TIMEOUT):
             tools = await client.list_tools()
-            assert sorted(t.name for t in tools.tools) == ["add", "crash", "leak_env", "whoami"]
+            assert sorted(t.name for t in tools.tools) == ["add", "big", "crash", "leak_env", "whoami"]
             first = text(await client.call_tool("whoami", {}))
             assert first.endswith("greeting=hi")  # the agents file's env reached the process
             assert text(await client.call_tool("leak_env", {})) == "none"  # the gateway's own did not
@@ -171,3 +172,65 @@ backend = {{ type = "mcp", command = ["{sys.executable}", "{UPSTREAM}"] }}
     assert gone(child[0]), f"the stdio child {child[0]} outlived the gateway"
     if not gone(child[0]):  # pragma: no cover - clean up after a failure
         os.kill(child[0], signal.SIGKILL)
+
+
+def test_an_answer_past_the_result_limit_is_cut_off_and_the_agent_goes_on(tmp_path: Path) -> None:
+    """Issue 11 item 4: an HTTP upstream's 5 MB result, past the agent's ``max_result_bytes`` (64 KiB),
+    is ``agent_service_unavailable`` without being read whole; the next call works."""
+    upstream = subprocess.Popen(
+        [sys.executable, str(UPSTREAM), "--http"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert upstream.stdout is not None
+        line = upstream.stdout.readline()  # the ready line (the process exits, and the read ends, on failure)
+        assert line.startswith("mcp-upstream listening on "), line
+        url = line.removeprefix("mcp-upstream listening on ").strip()
+        database_url = f"sqlite+aiosqlite:///{tmp_path / 'hivegate.db'}"
+        config = tmp_path / "agents.toml"
+        config.write_text(
+            f"""
+[[agents]]
+id = "local"
+name = "An HTTP MCP server, 64 KiB results"
+owner = "alice"
+backend = {{ type = "mcp", url = "{url}/mcp", max_result_bytes = 65536 }}
+
+[[agents]]
+id = "other"
+name = "The same server, another agent"
+owner = "alice"
+backend = {{ type = "mcp", url = "{url}/mcp" }}
+""",
+            encoding="utf-8",
+        )
+        alice = create_user_with_key(database_url, "alice")
+        run_cli(database_url, "agents", "apply", str(config))
+        with run_gateway(None, database_url=database_url) as gateway:
+            world = World(gateway, alice)
+
+            async def calls() -> None:
+                async with client_of(world) as client:
+                    with anyio.fail_after(TIMEOUT):
+                        assert text(await client.call_tool("big", {"n": 20_000})) == "x" * 20_000
+                        with pytest.raises(MCPError) as cut:
+                            await client.call_tool("big", {"n": 5_000_000})
+                        assert cut.value.error.data == {"code": "agent_service_unavailable"}
+                        assert text(await client.call_tool("add", {"a": 2, "b": 3})) == "5"
+
+            anyio.run(calls)
+            # Found while building this test: the cut-off connection's task ended the runtime's shared
+            # task group, and no agent started after it could run. Another agent still starts and answers.
+            other = World(gateway, alice)
+
+            async def another() -> None:
+                async with client_of(other, agent="other") as client:
+                    with anyio.fail_after(TIMEOUT):
+                        assert text(await client.call_tool("add", {"a": 1, "b": 1})) == "2"
+
+            anyio.run(another)
+            assert "Traceback" not in gateway.output()
+    finally:
+        upstream.terminate()
+        upstream.wait(timeout=10)
+        if upstream.stdout is not None:
+            upstream.stdout.close()

@@ -380,6 +380,9 @@ class McpBackendSpec(_Spec):
     timeout_seconds: Annotated[float, Field(gt=0, le=MAX_INVOKE_TIMEOUT_SECONDS)] = 30.0
     """The longest wait for the upstream to connect or answer one request; then ``service_timeout``
     (a ``tools/call`` is bounded by the agent's ``invoke_timeout_seconds`` instead)."""
+    max_result_bytes: Annotated[int, Field(ge=1024, le=256 * 1024 * 1024)] = 8 * 1024 * 1024
+    """HTTP only: the most bytes the upstream's answer to one request may have (its result, or its
+    stream); beyond, the request fails with ``agent_service_unavailable`` and the rest is not read."""
 
     @field_validator("url")
     @classmethod

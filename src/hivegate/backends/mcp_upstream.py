@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack
 from contextvars import ContextVar
 from typing import Any, cast
@@ -318,21 +318,29 @@ class McpUpstreamBackend:
         """Open the upstream client, hand it over, and keep it open until it is lost or the backend closes
         (one task enters and leaves it: its cancel scopes are that task's)."""
         lost = anyio.Event()
-        async with AsyncExitStack() as stack:
-            client = await stack.enter_async_context(self._client_for(stack))
-            keep_request_client_capabilities(client.session)
-            self._lost = lost
-            self._lists.clear()
-            task_status.started(client)
-            try:
+        client: Client | None = None
+        try:
+            async with AsyncExitStack() as stack:
+                client = await stack.enter_async_context(self._client_for(stack))
+                keep_request_client_capabilities(client.session)
+                self._lost = lost
+                self._lists.clear()
+                task_status.started(client)
                 async with anyio.create_task_group() as tasks:
                     if client.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
                         tasks.start_soon(self._listen, client)
                     await lost.wait()
                     tasks.cancel_scope.cancel()
-            finally:
-                if self._client is client:
-                    self._client = None
+        except Exception as exc:
+            if client is None:  # before the hand-over: the opening request gets it (_connected)
+                raise
+            # After it: this task runs in the runtime's shared task group, which an exception would end
+            # for every agent. The connection is over (a cut-off answer, a dropped stream): say so, and
+            # the next request opens a new one.
+            logger.warning("agent %s: the upstream MCP connection ended: %s", self._agent_id, _one_line(exc))
+        finally:
+            if client is not None and self._client is client:
+                self._client = None
 
     async def _listen(self, client: Client) -> None:
         """A 2026-07-28 upstream's list changes, from its ``subscriptions/listen`` stream, become the agent's
@@ -380,7 +388,12 @@ class McpUpstreamBackend:
             if not token:
                 raise AgentServiceUnavailableError(f"the environment variable {spec.bearer_env} is not set")
             headers["Authorization"] = f"Bearer {token}"
-        http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(spec.timeout_seconds), follow_redirects=False)
+        http = httpx2.AsyncClient(
+            headers=headers,
+            timeout=httpx2.Timeout(spec.timeout_seconds),
+            follow_redirects=False,
+            transport=_LimitedTransport(spec.max_result_bytes),
+        )
         stack.push_async_callback(http.aclose)
         assert spec.url is not None
         return Client(streamable_http_client(spec.url, http_client=http), **common)
@@ -416,6 +429,45 @@ class McpUpstreamBackend:
                 self._retry_at = now + min(_RETRY_FIRST_SECONDS * 2 ** (self._short_lived - 2), _RETRY_MAX_SECONDS)
             if self._lost is not None:
                 self._lost.set()
+
+
+class ResultTooLargeError(httpx2.ReadError):
+    """An upstream's answer to one request passed the backend's ``max_result_bytes`` (the rest is not read)."""
+
+
+class _LimitedStream(httpx2.AsyncByteStream):
+    def __init__(self, stream: httpx2.AsyncByteStream, limit: int, request: httpx2.Request) -> None:
+        self._stream, self._limit, self._request = stream, limit, request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        seen = 0
+        async for chunk in self._stream:
+            seen += len(chunk)
+            if seen > self._limit:
+                raise ResultTooLargeError(f"the answer passed {self._limit} bytes", request=self._request)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class _LimitedTransport(httpx2.AsyncBaseTransport):
+    """The HTTP transport of one upstream: the answer to each POST (one request's result, or its SSE
+    stream) is cut off past ``limit`` bytes. The handshake era's standalone GET stream, which lives as
+    long as the session, is not counted."""
+
+    def __init__(self, limit: int) -> None:
+        self._inner = httpx2.AsyncHTTPTransport(retries=0)
+        self._limit = limit
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        if request.method == "POST" and isinstance(response.stream, httpx2.AsyncByteStream):
+            response.stream = _LimitedStream(response.stream, self._limit, request)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 _LIST_KEYS = {
