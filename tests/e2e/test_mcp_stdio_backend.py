@@ -31,6 +31,7 @@ from tests.gateway_process import ROOT, GatewayProcess, run_gateway
 TIMEOUT = 60
 MODERN = "2026-07-28"
 UPSTREAM = ROOT / "tests" / "upstreams" / "mcp_stdio_upstream.py"
+RAW_UPSTREAM = ROOT / "tests" / "upstreams" / "raw_stdio_upstream.py"
 
 
 @dataclass
@@ -67,6 +68,13 @@ id = "local"
 name = "A stdio MCP server"
 owner = "alice"
 backend = {{ type = "mcp", command = ["{sys.executable}", "{UPSTREAM}"], env = {{ UPSTREAM_GREETING = "hi" }} }}
+
+[[agents]]
+id = "raw"
+name = "A stdio MCP server that writes bytes that are not UTF-8"
+owner = "alice"
+invoke_timeout_seconds = 10
+backend = {{ type = "mcp", command = ["{sys.executable}", "{RAW_UPSTREAM}"] }}
 """,
         encoding="utf-8",
     )
@@ -131,6 +139,16 @@ async def test_one_child_serves_every_call_and_is_started_again_after_a_crash(wo
                 await client.call_tool("whoami", {})
             assert refused.value.error.data == {"code": "agent_service_unavailable"}
             assert children(pid) == []
+
+
+async def test_a_line_that_is_not_utf8_is_dropped_and_the_answer_after_it_arrives(world: World) -> None:
+    """Found by the attack trial: one byte that is not UTF-8 on the child's stdout ended the SDK's stdio
+    reader without closing the session, and every later call timed out on the live child. The line is
+    now decoded with replacement (and dropped as not JSON); the answers after it arrive."""
+    async with client_of(world, mode="legacy", agent="raw") as client:
+        with anyio.fail_after(TIMEOUT):
+            for n in range(3):
+                assert text(await client.call_tool("echo", {"message": f"after {n}"})) == f"after {n}"
 
 
 def test_the_child_is_stopped_with_the_gateway(tmp_path: Path) -> None:

@@ -64,6 +64,7 @@ from mcp_types import (
     CONNECTION_CLOSED,
     LOG_LEVEL_META_KEY,
     METHOD_NOT_FOUND,
+    PARSE_ERROR,
     RequestParamsMeta,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -81,6 +82,11 @@ LIST_CACHE_SECONDS = 2.0
 """How long one page of an upstream list is reused (a ``tools/call`` first checks the tool is listed);
 an upstream ``list_changed`` drops it at once."""
 
+_MAX_CACHED_PAGES = 64
+"""The most upstream list pages kept at once (an upstream whose cursors differ every time cannot grow it)."""
+_MAX_SCHEMAS = 10_000
+_CHANGE_COALESCE_SECONDS = 1.0
+"""An upstream's list changes of one kind are announced at most once a second (a flood is one event)."""
 _RETRY_FIRST_SECONDS = 1.0
 _RETRY_MAX_SECONDS = 30.0
 _SHORT_LIVED_SECONDS = 10.0
@@ -135,6 +141,7 @@ class McpUpstreamBackend:
         self._short_lived = 0
         self._lists: dict[tuple[str, str | None], tuple[float, Any]] = {}
         self._schemas: dict[str, Mapping[str, Any]] = {}
+        self._announced: dict[type, float] = {}
         self._closed = False
 
     def has_method(self, method: str) -> bool:
@@ -189,6 +196,9 @@ class McpUpstreamBackend:
                 return await self._listed(client, method, forwarded)
             return await self._call(ctx, client, method, forwarded)
         except MCPError as exc:
+            if exc.error.code == PARSE_ERROR:  # the SDK client could not parse the upstream's answer
+                logger.warning("agent %s: the upstream MCP server answered garbage: %s", self._agent_id, _one_line(exc))
+                raise AgentServiceUnavailableError() from None
             if exc.error.code != CONNECTION_CLOSED:  # the upstream's own error: as it is
                 raise
             logger.warning("agent %s: the upstream MCP server's connection closed", self._agent_id)
@@ -214,6 +224,8 @@ class McpUpstreamBackend:
         with anyio.fail_after(self._spec.timeout_seconds):
             if method == "tools/list":
                 page: Any = await session.list_tools(params=paged)
+                if len(self._schemas) > _MAX_SCHEMAS:
+                    self._schemas.clear()
                 self._schemas.update({tool.name: tool.input_schema for tool in page.tools})
             elif method == "resources/list":
                 page = await session.list_resources(params=paged)
@@ -221,6 +233,8 @@ class McpUpstreamBackend:
                 page = await session.list_resource_templates(params=paged)
             else:
                 page = await session.list_prompts(params=paged)
+        if len(self._lists) >= _MAX_CACHED_PAGES:  # cursors that differ every time: keep it bounded
+            self._lists.clear()
         self._lists[key] = (now + LIST_CACHE_SECONDS, page)
         return page
 
@@ -355,9 +369,7 @@ class McpUpstreamBackend:
                     pause = _RETRY_FIRST_SECONDS
                     async for event in subscription:
                         if isinstance(event, ToolsListChanged | PromptsListChanged | ResourcesListChanged):
-                            self._lists.clear()
-                            if self.subscription_bus is not None:
-                                await self.subscription_bus.publish(event)
+                            await self._announce(event)
             except MCPError as exc:
                 logger.info("agent %s: the upstream refused subscriptions/listen: %s", self._agent_id, exc)
                 return
@@ -381,7 +393,10 @@ class McpUpstreamBackend:
         if spec.command is not None:
             command, *args = spec.command
             env = {**_minimal_env(), **spec.env}
-            return Client(StdioServerParameters(command=command, args=args, env=env), **common)
+            # A byte that is not UTF-8 would end the SDK's stdio reader without closing the session (every
+            # later call would time out on a live child): it is replaced, and the line fails as JSON.
+            parameters = StdioServerParameters(command=command, args=args, env=env, encoding_error_handler="replace")
+            return Client(parameters, **common)
         headers = dict(spec.headers)
         if spec.bearer_env is not None:
             token = os.environ.get(spec.bearer_env)
@@ -412,10 +427,19 @@ class McpUpstreamBackend:
         elif isinstance(root, types.ResourceListChangedNotification):
             event = ResourcesListChanged()
         if event is not None:
-            self._lists.clear()
-            bus = self.subscription_bus
-            if bus is not None:
-                await bus.publish(event)
+            await self._announce(event)
+
+    async def _announce(self, event: ToolsListChanged | PromptsListChanged | ResourcesListChanged) -> None:
+        """An upstream list change: the cached pages go, and the agent's listeners hear of it, at most once
+        a :data:`_CHANGE_COALESCE_SECONDS` per kind (a flood of notifications is one announcement)."""
+        self._lists.clear()
+        now = time.monotonic()
+        kind = type(event)
+        if now - self._announced.get(kind, -_CHANGE_COALESCE_SECONDS) < _CHANGE_COALESCE_SECONDS:
+            return
+        self._announced[kind] = now
+        if self.subscription_bus is not None:
+            await self.subscription_bus.publish(event)
 
     def _forget(self, client: Client) -> None:
         """The connection of ``client`` failed (a stdio upstream crashed): the next request opens a new one,

@@ -114,13 +114,25 @@ class AgentHandlers:
             return []
         items: list[Any] = []
         params = _meta_params(ctx)
+        seen: set[str] = set()
         for _ in range(_MAX_BACKEND_PAGES):
             page = _as(model, await backend.request(ctx, method, params))
             items.extend(getattr(page, key))
             cursor = getattr(page, "next_cursor", None)
             if not cursor:
                 break
+            if cursor in seen:  # a cursor that loops: the list ends here
+                logger.warning("agent %s: the backend's %s cursor repeats; its list ends there", view.spec.id, method)
+                break
+            seen.add(cursor)
             params = {**_meta_params(ctx), "cursor": cursor}
+        else:
+            logger.warning(
+                "agent %s: the backend's %s has more than %d pages; the rest is not listed",
+                view.spec.id,
+                method,
+                _MAX_BACKEND_PAGES,
+            )
         return items
 
     def _page(self, view: AgentView, method: str, items: list[M], cursor: str | None) -> tuple[list[M], str | None]:
@@ -323,9 +335,16 @@ def _completion(values: list[str]) -> CompleteResult:
 
 
 def _merge(own: list[M], backend: list[M], key: Callable[[M], str]) -> list[M]:
-    """The agent's own items, then the backend's whose key the agent does not already use (own wins)."""
+    """The agent's own items, then the backend's whose key is not taken yet: the agent's own win, and of
+    a backend's duplicates (an upstream listing one name twice, or a cursor that loops) the first."""
     taken = {key(item) for item in own}
-    return own + [item for item in backend if key(item) not in taken]
+    merged = list(own)
+    for item in backend:
+        name = key(item)
+        if name not in taken:
+            taken.add(name)
+            merged.append(item)
+    return merged
 
 
 def _backend_serves(backend: Backend, method: str) -> bool:
