@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mcp_types import Tool
 
-from hivegate.mcp.handlers import _merge  # pyright: ignore[reportPrivateUsage]
+from hivegate.mcp.handlers import _merge
 
 
 def tool(name: str, description: str = "") -> Tool:
