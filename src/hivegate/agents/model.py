@@ -251,6 +251,12 @@ _HOP_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connec
 """Headers the HTTP client and the A2A client set themselves: an agents file cannot replace them."""
 
 
+def _check_env_name(value: str | None, what: str) -> str | None:
+    if value is not None and not _ENV_NAME.fullmatch(value):
+        raise ValueError(f"{what} must name an environment variable")
+    return value
+
+
 def _check_http_url(value: str, what: str) -> str:
     if not re.fullmatch(r"https?://[^\s/?#]+[^\s]*", value):
         raise ValueError(f"{what} must be an http:// or https:// URL")
@@ -325,9 +331,7 @@ class A2ABackendSpec(_Spec):
     @field_validator("bearer_env")
     @classmethod
     def _bearer(cls, value: str | None) -> str | None:
-        if value is not None and not _ENV_NAME.fullmatch(value):
-            raise ValueError("bearer_env must name an environment variable")
-        return value
+        return _check_env_name(value, "bearer_env")
 
     @field_validator("headers")
     @classmethod
@@ -392,9 +396,7 @@ class McpBackendSpec(_Spec):
     @field_validator("bearer_env")
     @classmethod
     def _bearer(cls, value: str | None) -> str | None:
-        if value is not None and not _ENV_NAME.fullmatch(value):
-            raise ValueError("bearer_env must name an environment variable")
-        return value
+        return _check_env_name(value, "bearer_env")
 
     @field_validator("env")
     @classmethod

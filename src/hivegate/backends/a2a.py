@@ -63,7 +63,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import METHOD_NOT_FOUND
 
 from hivegate.agents.model import A2ABackendSpec, UpstreamOAuthSpec
-from hivegate.backends.base import Attachment, DeltaSink, Invocation
+from hivegate.backends.base import Attachment, DeltaSink, Invocation, failure_line
 from hivegate.errors import AgentError, AgentServiceUnavailableError, ServiceTimeoutError
 
 __all__ = [
@@ -456,7 +456,7 @@ class A2ABackend:
             logger.warning("agent %s: the upstream agent card did not arrive in time", self._agent_id)
             raise ServiceTimeoutError(self._spec.timeout_seconds) from None
         except (httpx.HTTPError, ValueError, TypeError, KeyError, ParseError, RecursionError) as exc:  # not a card
-            logger.warning("agent %s: the upstream agent card cannot be used: %s", self._agent_id, _one_line(exc))
+            logger.warning("agent %s: the upstream agent card cannot be used: %s", self._agent_id, failure_line(exc))
             raise AgentServiceUnavailableError() from None
         allowed = self._origins()
         usable = [i for i in card.supported_interfaces if _http_origin(i.url) in allowed]
@@ -544,7 +544,7 @@ class A2ABackend:
         except A2AClientTimeoutError:
             raise ServiceTimeoutError(self._spec.timeout_seconds) from None
         except (A2AClientError, A2AError, httpx.HTTPError, ValueError, ParseError, RecursionError) as exc:
-            logger.warning("agent %s: the upstream A2A agent failed: %s", self._agent_id, _one_line(exc))
+            logger.warning("agent %s: the upstream A2A agent failed: %s", self._agent_id, failure_line(exc))
             raise AgentServiceUnavailableError() from None
         if reply.message_text is None and reply.state in _FAILED_STATES:
             what = _FAILED_STATES[reply.state]  # pyright: ignore[reportArgumentType]
@@ -631,8 +631,3 @@ def _http_origin(url: str) -> str | None:
         return origin_of(url) if url.startswith(("http://", "https://")) else None
     except (httpx.InvalidURL, ValueError):
         return None
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__

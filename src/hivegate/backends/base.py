@@ -21,7 +21,7 @@ from mcp.server.subscriptions import SubscriptionBus
 from hivegate.auth.principal import ANONYMOUS, Principal
 from hivegate.storage.calls import Turn
 
-__all__ = ["Attachment", "Backend", "DeltaSink", "Invocation"]
+__all__ = ["Attachment", "Backend", "DeltaSink", "Invocation", "failure_line"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,3 +144,9 @@ class Backend(Protocol):
             mcp.shared.exceptions.MCPError: the backend answered with a protocol error.
         """
         ...
+
+
+def failure_line(exc: BaseException) -> str:
+    """``exc`` as one line for the server log: its type and the first line of its text (300 characters)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__

@@ -70,7 +70,7 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hivegate.agents.model import McpBackendSpec
-from hivegate.backends.base import DeltaSink, Invocation
+from hivegate.backends.base import DeltaSink, Invocation, failure_line
 from hivegate.errors import AgentError, AgentServiceUnavailableError, ServiceTimeoutError
 from hivegate.mcp.sdk_bridge import keep_request_client_capabilities
 
@@ -197,7 +197,9 @@ class McpUpstreamBackend:
             return await self._call(ctx, client, method, forwarded)
         except MCPError as exc:
             if exc.error.code == PARSE_ERROR:  # the SDK client could not parse the upstream's answer
-                logger.warning("agent %s: the upstream MCP server answered garbage: %s", self._agent_id, _one_line(exc))
+                logger.warning(
+                    "agent %s: the upstream MCP server answered garbage: %s", self._agent_id, failure_line(exc)
+                )
                 raise AgentServiceUnavailableError() from None
             if exc.error.code != CONNECTION_CLOSED:  # the upstream's own error: as it is
                 raise
@@ -207,7 +209,7 @@ class McpUpstreamBackend:
         except TimeoutError:
             raise ServiceTimeoutError(self._spec.timeout_seconds) from None
         except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError) as exc:
-            logger.warning("agent %s: the upstream MCP server failed: %s", self._agent_id, _one_line(exc))
+            logger.warning("agent %s: the upstream MCP server failed: %s", self._agent_id, failure_line(exc))
             self._forget(client)
             raise AgentServiceUnavailableError() from None
 
@@ -320,7 +322,9 @@ class McpUpstreamBackend:
             except Exception as exc:  # the upstream could not be reached, started or spoken to
                 self._retry_at = time.monotonic() + self._retry_pause
                 self._retry_pause = min(self._retry_pause * 2, _RETRY_MAX_SECONDS)
-                logger.warning("agent %s: the upstream MCP server cannot be opened: %s", self._agent_id, _one_line(exc))
+                logger.warning(
+                    "agent %s: the upstream MCP server cannot be opened: %s", self._agent_id, failure_line(exc)
+                )
                 if isinstance(exc, TimeoutError):
                     raise ServiceTimeoutError(self._spec.timeout_seconds) from None
                 raise AgentServiceUnavailableError() from None
@@ -351,7 +355,7 @@ class McpUpstreamBackend:
             # After it: this task runs in the runtime's shared task group, which an exception would end
             # for every agent. The connection is over (a cut-off answer, a dropped stream): say so, and
             # the next request opens a new one.
-            logger.warning("agent %s: the upstream MCP connection ended: %s", self._agent_id, _one_line(exc))
+            logger.warning("agent %s: the upstream MCP connection ended: %s", self._agent_id, failure_line(exc))
         finally:
             if client is not None and self._client is client:
                 self._client = None
@@ -374,7 +378,7 @@ class McpUpstreamBackend:
                 logger.info("agent %s: the upstream refused subscriptions/listen: %s", self._agent_id, exc)
                 return
             except Exception as exc:  # the stream dropped: listen again after a pause
-                logger.info("agent %s: the upstream's listen stream ended: %s", self._agent_id, _one_line(exc))
+                logger.info("agent %s: the upstream's listen stream ended: %s", self._agent_id, failure_line(exc))
             await anyio.sleep(pause)
             pause = min(pause * 2, _RETRY_MAX_SECONDS)
 
@@ -416,7 +420,7 @@ class McpUpstreamBackend:
     async def _on_message(self, message: Any) -> None:
         """The upstream's notifications: a list change drops the cached lists and is the agent's own."""
         if isinstance(message, Exception):
-            logger.info("agent %s: the upstream MCP connection reported: %s", self._agent_id, _one_line(message))
+            logger.info("agent %s: the upstream MCP connection reported: %s", self._agent_id, failure_line(message))
             return
         root = getattr(message, "root", message)
         event = None
@@ -587,8 +591,3 @@ def _minimal_env() -> dict[str, str]:
     none of the gateway's own settings or secrets (``HIVEGATE_*``, tokens)."""
     keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT", "USER")
     return {name: os.environ[name] for name in keep if name in os.environ}
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
