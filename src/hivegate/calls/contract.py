@@ -375,25 +375,29 @@ class CallContract:
         user, agent_id = principal.user_id, call.agent_id
         ticket = (user, agent_id, key)
         waited_for = target.spec.invoke_timeout_seconds
-        deadline = anyio.current_time() + waited_for
+        deadline: float | None = None  # set when the call first waits for another holding the key
         while True:
             holder = self._running.get(ticket)
             if holder is None:
-                stored = await self._records.key(user, agent_id, key)
-                holder = self._running.get(ticket)  # taken by another call during the read?
+                if self._records.known_absent(user, agent_id, key):  # nearly every key: no read
+                    stored = None
+                else:
+                    stored = await self._records.key(user, agent_id, key)
+                    holder = self._running.get(ticket)  # taken by another call during the read?
                 if holder is None:
                     now = self._clock()
                     if stored is not None and stored.state is KeyState.DONE and now < stored.expires_at:
                         if stored.fingerprint != print_:
                             raise ConflictError()
                         return _replay(stored)
-                    claim = _new_claim()
                     stale = now + timedelta(seconds=waited_for + CLAIM_GRACE_SECONDS)
-                    done = IdempotencyRecord(user, agent_id, key, print_, claim, KeyState.DONE, now, stale, None)
+                    done = IdempotencyRecord(user, agent_id, key, print_, _new_claim(), KeyState.DONE, now, stale, None)
                     held_key = _HeldKey(done, task_id, in_store=False)
                     return await self._invoke(principal, target, call, on_delta, where, held_key, keep)
             if holder.fingerprint != print_:
                 raise ConflictError()
+            if deadline is None:
+                deadline = anyio.current_time() + waited_for
             left = deadline - anyio.current_time()
             if left <= 0:
                 raise ServiceTimeoutError(waited_for)

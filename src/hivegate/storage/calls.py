@@ -227,6 +227,11 @@ class CallRecords(Protocol):
         """The record of the key, live or not, or None."""
         ...
 
+    def known_absent(self, user_id: str, agent_id: str, key: str) -> bool:
+        """True when the store knows, without a read, that it holds no record of the key (a store whose
+        only writer is this process: :attr:`single_writer`); False: it may hold one (ask :meth:`key`)."""
+        ...
+
     async def release(self, user_id: str, agent_id: str, key: str, claim: str) -> None:
         """Delete the RUNNING record of the key if ``claim`` still holds it (a call that ended with no
         outcome to keep: cancelled, timed out, the backend unavailable)."""

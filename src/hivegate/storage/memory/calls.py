@@ -113,6 +113,10 @@ class MemoryCallRecords:
         """See :meth:`CallRecords.key`."""
         return self._keys.get((user_id, agent_id, key))
 
+    def known_absent(self, user_id: str, agent_id: str, key: str) -> bool:
+        """See :meth:`CallRecords.known_absent`: the records are all in memory."""
+        return (user_id, agent_id, key) not in self._keys
+
     async def release(self, user_id: str, agent_id: str, key: str, claim: str) -> None:
         """See :meth:`CallRecords.release`."""
         identity = (user_id, agent_id, key)

@@ -235,15 +235,21 @@ class SqlCallRecords(SqlStore):
         worker thread, begun by the first read) and every key :meth:`claim` and :meth:`record` were given
         since; until it is built, and for the keys it may hold, the record is read.
         """
-        if self.single_writer:
-            known = self._filter
-            if known is None or known.full:
-                self._build_filter()
-            if known is not None and not known.may_hold(user_id, agent_id, key):
-                return None
+        if self.known_absent(user_id, agent_id, key):
+            return None
         identity = {"k_user_id": user_id, "k_agent_id": agent_id, "k_key": key}
         row = await self._db.run_read(lambda conn: fetch_first(conn, _KEY_RECORD, identity))
         return None if row is None else _record(row)
+
+    def known_absent(self, user_id: str, agent_id: str, key: str) -> bool:
+        """See :meth:`CallRecords.known_absent`: on SQLite, a key the key filter does not hold (:meth:`key`);
+        always False on PostgreSQL (other replicas write too), and until the filter is built."""
+        if not self._single_writer:
+            return False
+        known = self._filter
+        if known is None or known.full:
+            self._build_filter()
+        return known is not None and not known.may_hold(user_id, agent_id, key)
 
     async def release(self, user_id: str, agent_id: str, key: str, claim: str) -> None:
         """See :meth:`CallRecords.release`: one ``DELETE … WHERE claim = :claim AND state = 'running'``."""
@@ -486,11 +492,27 @@ def _record_row(record: IdempotencyRecord) -> dict[str, Any]:
 
 
 def _inserted_row(done: IdempotencyRecord) -> dict[str, Any]:
-    return _record_row(done) | {
+    outcome = done.outcome
+    if outcome is None:
+        return _record_row(done) | {
+            "user_id": done.user_id,
+            "agent_id": done.agent_id,
+            "key": done.key,
+            "claim": done.claim,
+        }
+    return {  # a DONE record (one per keyed call on SQLite): built in one go
         "user_id": done.user_id,
         "agent_id": done.agent_id,
         "key": done.key,
         "claim": done.claim,
+        "fingerprint": done.fingerprint,
+        "state": done.state.value,
+        "created_at": done.created_at,
+        "expires_at": done.expires_at,
+        "outcome_text": _text(outcome.text),
+        "outcome_failed": outcome.failed,
+        "context_id": outcome.context_id,
+        "task_id": outcome.task_id,
     }
 
 

@@ -33,6 +33,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import operator
 import sqlite3
 import threading
 import time
@@ -186,10 +187,23 @@ class _DriverPlan:
     statement: Any  # kept so the id it is cached under is not reused
     sql: str
     names: tuple[str, ...]
-    processors: tuple[Callable[[Any], Any] | None, ...]
+    values: Callable[[Mapping[str, Any]], Any]
+    """A row's values in parameter order (``operator.itemgetter`` of ``names``: a tuple when it names two or more)."""
+    processed: tuple[tuple[int, Callable[[Any], Any]], ...]
+    """The parameters with a bind processor: (position, processor)."""
 
 
 _DRIVER_PLANS: dict[tuple[int, tuple[str, ...]], _DriverPlan] = {}
+
+
+def _row_values(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], Any]:
+    """What takes a row's values in the order of ``names`` (a tuple)."""
+    if len(names) > 1:
+        return operator.itemgetter(*names)
+    if names:
+        only = names[0]
+        return lambda row: (row[only],)
+    return lambda _row: ()
 
 
 def execute_many(conn: Connection, statement: Any, rows: Sequence[Mapping[str, Any]]) -> int:
@@ -210,10 +224,18 @@ def execute_many(conn: Connection, statement: Any, rows: Sequence[Mapping[str, A
     if plan is None or plan.statement is not statement:
         compiled = statement.compile(dialect=conn.dialect, column_keys=list(keys))
         names = tuple(compiled.positiontup or ())
-        processors = tuple(_sqlite_bind(compiled.binds[name].type, conn.dialect) for name in names)
-        plan = _DRIVER_PLANS[(id(statement), keys)] = _DriverPlan(statement, compiled.string, names, processors)
-    pairs = tuple(zip(plan.names, plan.processors, strict=True))
-    params = [tuple(row[name] if process is None else process(row[name]) for name, process in pairs) for row in rows]
+        processors = [_sqlite_bind(compiled.binds[name].type, conn.dialect) for name in names]
+        processed = tuple((at, process) for at, process in enumerate(processors) if process is not None)
+        values = _row_values(names)
+        plan = _DRIVER_PLANS[(id(statement), keys)] = _DriverPlan(statement, compiled.string, names, values, processed)
+    params: list[Any] = []
+    for row in rows:
+        bound = plan.values(row)
+        if plan.processed:
+            bound = list(bound)
+            for at, process in plan.processed:
+                bound[at] = process(bound[at])
+        params.append(bound)
     cursor = conn.connection.driver_connection.cursor()  # pyright: ignore[reportOptionalMemberAccess]
     try:
         cursor.executemany(plan.sql, params)

@@ -69,11 +69,12 @@ class UtcDateTime(TypeDecorator[datetime]):
         """
         if value is None:
             return None
-        if value.tzinfo is None:
+        zone = value.tzinfo
+        if zone is UTC:  # "…+00:00" without its offset: one C call
+            return value.isoformat(" ", "microseconds")[:-6]
+        if zone is None:
             raise ValueError("UtcDateTime needs an aware datetime")
-        if value.tzinfo is not UTC:
-            value = value.astimezone(UTC)
-        return value.replace(tzinfo=None).isoformat(" ", "microseconds")
+        return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
