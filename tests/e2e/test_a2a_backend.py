@@ -8,6 +8,7 @@ raw JSON-RPC and REST; ``hivegate agents import-a2a`` makes an agent from the up
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -24,6 +25,7 @@ import httpx2
 import pytest
 from a2a.client import Client, ClientConfig, create_client
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
+from google.protobuf.json_format import MessageToDict
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import TextContent
@@ -326,13 +328,50 @@ def test_input_required_is_answered_by_the_next_call_of_the_conversation(world: 
     assert answer == "hello Bob"
 
 
-def test_data_and_file_parts_become_text(world: World) -> None:
-    data, _ = reply_of(mcp_call(world, "remote", world.alice, {"message": "data"}))
-    parts = data.split("\n")
-    assert json.loads(parts[0]) == {"answer": 42, "items": ["a", "b"]}  # 42.0: protobuf's numbers are doubles
-    assert parts[1] == "see data"
-    file, _ = reply_of(mcp_call(world, "remote", world.alice, {"message": "file"}))
+def test_data_and_file_parts_reach_mcp_callers_as_structured_content_and_resources(world: World) -> None:
+    """Spec: MCP 2025-11-25 server/tools#structured-content (the JSON also in a text block) and
+    #embedded-resources; the reply text keeps the data's JSON and the file's one-line description."""
+    answer = mcp_call(world, "remote", world.alice, {"message": "data"})
+    data, _ = reply_of(answer)
+    lines = data.split("\n")
+    assert json.loads(lines[0]) == {"answer": 42, "items": ["a", "b"]}  # 42.0: protobuf's numbers are doubles
+    assert lines[1] == "see data"
+    assert answer["result"]["structuredContent"]["data"] == [{"answer": 42, "items": ["a", "b"]}]
+    answer = mcp_call(world, "remote", world.alice, {"message": "file"})
+    file, _ = reply_of(answer)
     assert "[file u.pdf (application/pdf), 17 bytes]" in file
+    blocks = answer["result"]["content"]
+    assert [block["type"] for block in blocks] == ["text", "resource"], blocks
+    resource = blocks[1]["resource"]
+    assert resource["mimeType"] == "application/pdf"
+    assert base64.b64decode(resource["blob"]) == b"%PDF-1.4 upstream"
+    assert resource["uri"].startswith("hivegate:reply/") and resource["uri"].endswith("/u.pdf")
+
+
+async def test_data_and_file_parts_pass_through_hivegates_a2a_surface_unchanged(world: World) -> None:
+    for streaming in (False, True):
+        async with a2a_client(world, "remote", world.alice, streaming=streaming) as client:
+            for command in ("data", "file"):
+                final = None
+                with anyio.fail_after(TIMEOUT):
+                    async for event in client.send_message(_request(command)):
+                        kind = event.WhichOneof("payload")
+                        if kind == "task":
+                            final = event.task
+                        elif kind == "artifact_update" and event.artifact_update.last_chunk:
+                            final = event.artifact_update.artifact
+                assert final is not None
+                parts = list(final.parts) if not hasattr(final, "artifacts") else list(final.artifacts[0].parts)
+                kinds = [part.WhichOneof("content") for part in parts]
+                if command == "data":
+                    assert kinds == ["data", "text"], parts
+                    assert MessageToDict(parts[0].data) == {"answer": 42, "items": ["a", "b"]}
+                    assert parts[1].text == "see data"
+                else:
+                    assert kinds == ["raw", "text"], parts
+                    assert parts[0].raw == b"%PDF-1.4 upstream"
+                    assert (parts[0].filename, parts[0].media_type) == ("u.pdf", "application/pdf")
+                    assert parts[1].text == "see file"
 
 
 def test_an_attachment_reaches_the_upstream_byte_identical(world: World) -> None:

@@ -41,12 +41,13 @@ from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Artifact, Message, Part, Role, Task, TaskState
 from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError, UnsupportedOperationError
-from google.protobuf.json_format import MessageToDict
+from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.struct_pb2 import Value
 
 from hivegate.auth.principal import Principal
 from hivegate.backends.base import Attachment, Invocation
 from hivegate.calls.contract import Keeper, Settled, check_idempotency_key
-from hivegate.calls.events import CallFailed, CallOutcome, ReplyDelta, ReplySink
+from hivegate.calls.events import CallFailed, CallOutcome, ReplyDelta, ReplyPart, ReplySink
 from hivegate.calls.invoke import CallTarget
 from hivegate.errors import ConflictError, ServiceTimeoutError
 from hivegate.errors import InvalidParamsError as GatewayInvalidParamsError
@@ -215,9 +216,22 @@ def no_invocable_backend(agent_id: str) -> UnsupportedOperationError:
     )
 
 
-def reply_artifact(task_id: str, text: str) -> Artifact:
-    """The ``response`` artifact holding the whole reply ``text`` of task ``task_id``."""
-    return Artifact(artifact_id=f"{task_id}-{RESPONSE_ARTIFACT}", name=RESPONSE_ARTIFACT, parts=[Part(text=text)])
+def reply_artifact(task_id: str, text: str, parts: tuple[ReplyPart, ...] = ()) -> Artifact:
+    """The ``response`` artifact of task ``task_id``: the reply's ``parts`` as A2A parts (A2A 1.0 §4.1.6:
+    text, data, a file's ``raw`` bytes or ``url``), or one text part of ``text`` when it has none."""
+    out = [_a2a_part(part) for part in parts] if parts else [Part(text=text)]
+    return Artifact(artifact_id=f"{task_id}-{RESPONSE_ARTIFACT}", name=RESPONSE_ARTIFACT, parts=out)
+
+
+def _a2a_part(part: ReplyPart) -> Part:
+    if part.kind == "text":
+        return Part(text=part.text)
+    if part.kind == "data":
+        return Part(data=ParseDict(part.data, Value()))
+    name, media_type = part.name or "", part.media_type or ""
+    if part.content is not None:
+        return Part(raw=part.content, filename=name, media_type=media_type)
+    return Part(url=part.uri or "", filename=name, media_type=media_type)
 
 
 def failure_message(task: Task, text: str) -> Message:
@@ -236,7 +250,7 @@ def settle(task: Task, outcome: CallOutcome | None) -> None:
         status.state = TaskState.TASK_STATE_FAILED
         status.message.CopyFrom(failure_message(task, outcome.error.message))
     else:
-        task.artifacts.append(reply_artifact(task.id, outcome.text))
+        task.artifacts.append(reply_artifact(task.id, outcome.text, outcome.parts))
         status.state = TaskState.TASK_STATE_COMPLETED
     status.timestamp.FromDatetime(datetime.now(UTC))
 
@@ -294,7 +308,7 @@ class InvocationExecutor(AgentExecutor):
             await updater.failed(failure_message(task, outcome.error.message))
             return
         # The whole reply, replacing the streamed chunks (append false): the stored task has it as one part.
-        artifact = reply_artifact(task.id, outcome.text)
+        artifact = reply_artifact(task.id, outcome.text, outcome.parts)
         await updater.add_artifact(
             list(artifact.parts), artifact_id=artifact.artifact_id, name=artifact.name, last_chunk=True
         )

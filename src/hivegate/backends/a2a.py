@@ -15,11 +15,14 @@ One call of the agent is one message to the upstream:
 - **streaming**: with ``SendStreamingMessage`` when the card says the agent streams (or the spec
   forces it): each text chunk of an artifact update reaches the caller as a reply delta (MCP
   progress, A2A artifact updates); without streaming, one ``SendMessage`` and its final task or message;
-- **the reply**: the text of the final task's artifacts (data parts as compact JSON, file parts as a
-  one-line description), or of its status message when it has none; ``failed``, ``rejected``,
-  ``canceled`` and ``auth-required`` are the agent's failure (``AgentError``) with the upstream's
-  status text; ``input-required`` is a reply (the upstream's question), and the next call in the
-  conversation answers it;
+- **the reply**: the final task's artifacts' parts (or the message's, when the upstream answered with
+  a message), or its status message's text when it has none. Text alone is the reply text; with data
+  or file parts it is a :class:`~hivegate.calls.events.Reply` of the parts: hivegate's A2A surface
+  passes them on as parts, MCP callers get data as ``structuredContent`` and files as content blocks,
+  and the text (data as compact JSON, files as a one-line description) is what conversations keep;
+  ``failed``, ``rejected``, ``canceled`` and ``auth-required`` are the agent's failure
+  (``AgentError``) with the upstream's status text; ``input-required`` is a reply (the upstream's
+  question), and the next call in the conversation answers it;
 - **cancel**: a call cancelled by its caller, or past its deadline, sends ``CancelTask`` for the
   upstream task it started (streaming: the task id arrives with the first event; a blocking
   ``SendMessage`` names no task before it ends, so only its connection is dropped);
@@ -40,9 +43,7 @@ import asyncio
 import base64
 import concurrent.futures
 import logging
-import os
 import threading
-import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
@@ -51,7 +52,6 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 import httpx
-import orjson
 from a2a.client import A2AClientError, A2AClientTimeoutError, Client, ClientConfig, ClientFactory
 from a2a.client.card_resolver import parse_agent_card
 from a2a.types import AgentCard, CancelTaskRequest, Message, Part, Role, SendMessageRequest, Task, TaskState
@@ -63,7 +63,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import METHOD_NOT_FOUND
 
 from hivegate.agents.model import A2ABackendSpec, UpstreamOAuthSpec
-from hivegate.backends.base import Attachment, DeltaSink, Invocation, failure_line
+from hivegate.backends.base import Attachment, DeltaSink, Invocation, Reply, ReplyPart, failure_line
+from hivegate.backends.upstream_auth import UpstreamCredentials
+from hivegate.calls.events import render_parts
 from hivegate.errors import AgentError, AgentServiceUnavailableError, ServiceTimeoutError
 
 __all__ = [
@@ -88,9 +90,6 @@ MAX_RENDERED_DATA_BYTES = 256 * 1024
 
 MAX_AWAITING_INPUT = 10_000
 """The most conversations one agent remembers an upstream task ``input-required`` for (the oldest goes first)."""
-
-_TOKEN_EARLY_SECONDS = 30.0
-"""An OAuth access token is renewed this long before it expires."""
 
 _FAILED_STATES = {
     TaskState.TASK_STATE_FAILED: "failed",
@@ -204,10 +203,9 @@ def _run_until_stopped(loop: asyncio.AbstractEventLoop) -> None:
 
 
 class UpstreamAuth(httpx.Auth):
-    """The upstream's credentials: the static ``headers``, and an ``Authorization`` with a bearer token
-    from an environment variable, or one obtained with OAuth client credentials (RFC 6749 §4.4, the
-    client authenticated with HTTP Basic, §2.3.1), kept until :data:`_TOKEN_EARLY_SECONDS` before it
-    expires and renewed once after a 401 (RFC 6750 §3.1).
+    """The upstream's credentials (:class:`~hivegate.backends.upstream_auth.UpstreamCredentials`: the static
+    ``headers``, a bearer token from an environment variable, or OAuth client credentials) as an ``httpx``
+    auth.
 
     They go only to ``origins`` (scheme, host, port; RFC 6454): the card's and the spec's
     ``allowed_origins``; a request anywhere else goes without them.
@@ -227,85 +225,23 @@ class UpstreamAuth(httpx.Auth):
     ) -> None:
         self._agent_id = agent_id
         self._origins = origins
-        self._headers = dict(headers or {})
-        self._bearer_env = bearer_env
-        self._oauth = oauth
-        self._token: str | None = None
-        self._expires_at = 0.0
-
-    def _secret(self, name: str) -> str:
-        value = os.environ.get(name)
-        if not value:
-            logger.warning("agent %s: the environment variable %s is not set", self._agent_id, name)
-            raise AgentServiceUnavailableError()
-        return value
-
-    def _token_request(self) -> httpx.Request:
-        oauth = self._oauth
-        assert oauth is not None
-        form = {"grant_type": "client_credentials"}
-        if oauth.scope:
-            form["scope"] = oauth.scope
-        basic = httpx.BasicAuth(oauth.client_id, self._secret(oauth.client_secret_env))
-        request = httpx.Request("POST", oauth.token_url, data=form, headers={"Accept": "application/json"})
-        return next(basic.auth_flow(request))
-
-    def _take_token(self, response: httpx.Response) -> None:
-        try:
-            body: Any = response.json() if response.status_code == 200 else None
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            body = {}
-        token = body.get("access_token")
-        usable = isinstance(token, str) and 0 < len(token) <= 8192 and token.isprintable() and token.isascii()
-        if not usable or str(body.get("token_type", "")).lower() != "bearer":
-            logger.warning(
-                "agent %s: the upstream's token endpoint refused the client credentials (HTTP %s)",
-                self._agent_id,
-                response.status_code,
-            )
-            raise AgentServiceUnavailableError()
-        expires_in = body.get("expires_in")
-        lifetime = 3600.0
-        if isinstance(expires_in, int | float) and not isinstance(expires_in, bool) and 0 < expires_in < 86400 * 366:
-            lifetime = float(expires_in)
-        assert isinstance(token, str)
-        self._token = token
-        self._expires_at = time.monotonic() + max(lifetime - _TOKEN_EARLY_SECONDS, lifetime / 2)
+        self._credentials = UpstreamCredentials(agent_id, headers=headers, bearer_env=bearer_env, oauth=oauth)
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response]:
         raise RuntimeError("the a2a backend's HTTP client is asynchronous")  # pragma: no cover
 
-    async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
-        """Add the upstream's ``Authorization``. Only a token endpoint's response is read here: the
-        upstream's own responses (an SSE stream) reach the A2A client unread."""
+    def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        """Add the upstream's credentials to a request to one of ``origins`` (the class docstring)."""
         if _http_origin(str(request.url)) not in self._origins:
             logger.warning(
                 "agent %s: a request to %s goes without the agent's credentials", self._agent_id, request.url.host
             )
-            yield request
-            return
-        request.headers.update(self._headers)
-        if self._bearer_env is not None:
-            request.headers["Authorization"] = f"Bearer {self._secret(self._bearer_env)}"
-            yield request
-            return
-        if self._oauth is None:
-            yield request
-            return
-        if self._token is None or time.monotonic() >= self._expires_at:
-            await self._renew((yield self._token_request()))
-        request.headers["Authorization"] = f"Bearer {self._token}"
-        response = yield request
-        if response.status_code == 401:  # revoked, or expired early: one new token, one retry
-            await self._renew((yield self._token_request()))
-            request.headers["Authorization"] = f"Bearer {self._token}"
-            yield request
+            return _as_it_is(request)
+        return self._credentials.flow(request, httpx.Request)
 
-    async def _renew(self, response: httpx.Response) -> None:
-        await response.aread()
-        self._take_token(response)
+
+async def _as_it_is(request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
+    yield request
 
 
 @dataclass(slots=True)
@@ -317,7 +253,8 @@ class _Reply:
     state: int = TaskState.TASK_STATE_UNSPECIFIED
     status_text: str = ""
     artifacts: dict[str, list[Part]] = field(default_factory=dict)
-    message_text: str | None = None
+    message_parts: list[Part] | None = None
+    """The parts of the upstream's answer when it was a message (not a task)."""
 
     def take_task(self, task: Task) -> None:
         self.task_id, self.context_id = task.id or self.task_id, task.context_id or self.context_id
@@ -326,30 +263,47 @@ class _Reply:
         if task.artifacts:
             self.artifacts = {artifact.artifact_id: list(artifact.parts) for artifact in task.artifacts}
 
-    def text(self) -> str:
-        if self.message_text is not None:
-            return self.message_text
-        if self.artifacts and self.state not in _FAILED_STATES:
-            return "".join(reply_text(parts) for parts in self.artifacts.values())
-        return self.status_text
+    def reply(self) -> str | Reply:
+        """The reply: the message's parts, else the artifacts' (in order), else the status text; a
+        :class:`Reply` of parts when there is more than text."""
+        if self.message_parts is not None:
+            parts = self.message_parts
+        elif self.artifacts and self.state not in _FAILED_STATES:
+            parts = [part for chunk in self.artifacts.values() for part in chunk]
+        else:
+            return self.status_text
+        if all(part.WhichOneof("content") == "text" for part in parts):
+            return "".join(part.text for part in parts)
+        converted = reply_parts(parts)
+        return Reply(converted) if any(part.kind != "text" for part in converted) else render_parts(converted)
+
+
+def reply_parts(parts: list[Part] | Any) -> tuple[ReplyPart, ...]:
+    """A2A ``parts`` as reply parts: text and files as they are, data as its JSON value (one larger than
+    :data:`MAX_RENDERED_DATA_BYTES` is described in a text part instead: turning it into Python values
+    costs per value). A part with no content is left out."""
+    out: list[ReplyPart] = []
+    for part in parts:
+        kind = part.WhichOneof("content")
+        name, media_type = part.filename or None, part.media_type or None
+        if kind == "text":
+            out.append(ReplyPart("text", text=part.text))
+        elif kind == "data":
+            size = part.data.ByteSize()
+            if size <= MAX_RENDERED_DATA_BYTES:
+                out.append(ReplyPart("data", data=MessageToDict(part.data)))
+            else:
+                out.append(ReplyPart("text", text=f"[data, {size} bytes]"))
+        elif kind == "raw":
+            out.append(ReplyPart("file", content=part.raw, name=name, media_type=media_type))
+        elif kind == "url":
+            out.append(ReplyPart("file", uri=part.url, name=name, media_type=media_type))
+    return tuple(out)
 
 
 def reply_text(parts: list[Part] | Any) -> str:
-    """The text of A2A ``parts``: text parts as they are, data parts as compact JSON, file parts as a
-    one-line description (``[file name (type), N bytes]`` or ``[file name (type): url]``), joined."""
-    out: list[str] = []
-    for part in parts:
-        kind = part.WhichOneof("content")
-        if kind == "text":
-            out.append(part.text)
-        elif kind == "data":  # rendering is Python per value: a huge one is described, not rendered
-            size = part.data.ByteSize()
-            rendered = size <= MAX_RENDERED_DATA_BYTES
-            out.append(orjson.dumps(MessageToDict(part.data)).decode() if rendered else f"[data, {size} bytes]")
-        elif kind in ("raw", "url"):
-            label = " ".join(filter(None, [part.filename or "file", f"({part.media_type})" if part.media_type else ""]))
-            out.append(f"[file {label}, {len(part.raw)} bytes]" if kind == "raw" else f"[file {label}: {part.url}]")
-    return "".join(out) if all(p.WhichOneof("content") == "text" for p in parts) else "\n".join(out)
+    """The text of A2A ``parts`` (:func:`~hivegate.calls.events.render_parts` of :func:`reply_parts`)."""
+    return render_parts(reply_parts(parts))
 
 
 def _attachment_part(attachment: Attachment) -> Part:
@@ -497,7 +451,7 @@ class A2ABackend:
             assert self._client is not None
             return self._client
 
-    async def invoke(self, invocation: Invocation, on_delta: DeltaSink | None) -> str:
+    async def invoke(self, invocation: Invocation, on_delta: DeltaSink | None) -> str | Reply:
         """Send the call's message to the upstream and return its reply text (module docstring). The
         exchange runs on the upstream loop; each delta is handed to ``on_delta`` on this loop, in order.
 
@@ -519,7 +473,7 @@ class A2ABackend:
 
         return await self._upstream.run(self._invoke_here(invocation, relay))
 
-    async def _invoke_here(self, invocation: Invocation, on_delta: DeltaSink | None) -> str:
+    async def _invoke_here(self, invocation: Invocation, on_delta: DeltaSink | None) -> str | Reply:
         client = await self._connected()
         # A signed-in caller's conversation id was checked as its own (the call contract); an anonymous
         # caller's is only a label it chose, so its call starts a fresh upstream context and leaves no
@@ -546,17 +500,17 @@ class A2ABackend:
         except (A2AClientError, A2AError, httpx.HTTPError, ValueError, ParseError, RecursionError) as exc:
             logger.warning("agent %s: the upstream A2A agent failed: %s", self._agent_id, failure_line(exc))
             raise AgentServiceUnavailableError() from None
-        if reply.message_text is None and reply.state in _FAILED_STATES:
+        if reply.message_parts is None and reply.state in _FAILED_STATES:
             what = _FAILED_STATES[reply.state]  # pyright: ignore[reportArgumentType]
             raise AgentError(reply.status_text or f"The remote agent {what}.")
         if reply.state == TaskState.TASK_STATE_INPUT_REQUIRED and waiting is not None and reply.task_id:
             if len(self._awaiting_input) >= MAX_AWAITING_INPUT:  # the oldest question is forgotten
                 del self._awaiting_input[next(iter(self._awaiting_input))]
             self._awaiting_input[waiting] = reply.task_id
-        elif reply.message_text is None and reply.state not in _ENDED:
+        elif reply.message_parts is None and reply.state not in _ENDED:
             logger.warning("agent %s: the upstream's answer ended in state %s", self._agent_id, reply.state)
             raise AgentServiceUnavailableError()
-        return reply.text()
+        return reply.reply()
 
     async def _exchange(
         self, client: Client, request: SendMessageRequest, reply: _Reply, on_delta: DeltaSink | None
@@ -565,7 +519,7 @@ class A2ABackend:
         async for event in client.send_message(request):
             kind = event.WhichOneof("payload")
             if kind == "message":
-                reply.message_text = reply_text(event.message.parts)
+                reply.message_parts = list(event.message.parts)
             elif kind == "task":
                 reply.take_task(event.task)
             elif kind == "status_update":

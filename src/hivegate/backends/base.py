@@ -19,9 +19,10 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.subscriptions import SubscriptionBus
 
 from hivegate.auth.principal import ANONYMOUS, Principal
+from hivegate.calls.events import Reply, ReplyPart
 from hivegate.storage.calls import Turn
 
-__all__ = ["Attachment", "Backend", "DeltaSink", "Invocation", "failure_line"]
+__all__ = ["Attachment", "Backend", "DeltaSink", "Invocation", "Reply", "ReplyPart", "failure_line"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +125,9 @@ class Backend(Protocol):
         """Release resources. Idempotent."""
         ...
 
-    async def invoke(self, invocation: Invocation, on_delta: DeltaSink | None) -> str:
-        """Run the agent and return its whole reply text.
+    async def invoke(self, invocation: Invocation, on_delta: DeltaSink | None) -> str | Reply:
+        """Run the agent and return its whole reply: its text, or a :class:`Reply` of parts when it has
+        more than text (data, files).
 
         ``on_delta`` receives each delta as it is produced (streaming backends); the return
         value is still the whole reply.

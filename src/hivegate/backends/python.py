@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import METHOD_NOT_FOUND
 
 from hivegate.agents.model import AgentSpec, PythonBackendSpec
-from hivegate.backends.base import DeltaSink, Invocation
+from hivegate.backends.base import DeltaSink, Invocation, Reply
 from hivegate.errors import AgentError, InvalidRequestError
 from hivegate.mcp.sdk_bridge import is_sdk_tracing, mcpserver_parts
 
@@ -91,7 +91,7 @@ class CallableBackend:
     async def aclose(self) -> None:
         return None
 
-    async def invoke(self, invocation: Invocation, on_delta: DeltaSink | None) -> str:
+    async def invoke(self, invocation: Invocation, on_delta: DeltaSink | None) -> str | Reply:
         try:
             if self._is_async_gen:
                 parts: list[str] = []
@@ -112,6 +112,8 @@ class CallableBackend:
         except Exception:
             logger.exception("agent %s: backend callable raised", invocation.agent_id)
             raise AgentError("The agent failed to produce a reply.") from None
+        if isinstance(result, Reply):  # parts beyond text (data, files)
+            return result
         return "" if result is None else str(result)
 
     async def request(self, ctx: ServerRequestContext[Any, Any], method: str, params: Mapping[str, Any]) -> Any:

@@ -9,10 +9,62 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
 
 from hivegate.errors import AgentError, GatewayError
 
-__all__ = ["CallFailed", "CallOutcome", "FinalResult", "ReplyDelta", "ReplySink"]
+__all__ = ["CallFailed", "CallOutcome", "FinalResult", "Reply", "ReplyDelta", "ReplyPart", "ReplySink", "render_parts"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyPart:
+    """One part of a reply, as A2A has them (A2A 1.0 §4.1.6 ``Part``).
+
+    Attributes:
+        kind: ``"text"`` (``text``), ``"data"`` (``data``: a JSON value) or ``"file"`` (``content``: its
+            bytes, or ``uri``: a link; ``name`` and ``media_type`` when known).
+    """
+
+    kind: Literal["text", "data", "file"]
+    text: str = ""
+    data: Any = None
+    content: bytes | None = None
+    uri: str | None = None
+    name: str | None = None
+    media_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A reply with more than text (what a backend may return instead of a ``str``): its parts, in order.
+
+    Planes pass the parts on as they can (MCP: the text, data as ``structuredContent``, files as image,
+    audio, embedded-resource or resource-link content; A2A: the parts as they are); the conversation and
+    an idempotency key keep the text of :func:`render_parts`.
+    """
+
+    parts: tuple[ReplyPart, ...]
+
+
+def render_parts(parts: tuple[ReplyPart, ...]) -> str:
+    """The text of ``parts``: text parts as they are, data parts as compact JSON, file parts as one line
+    (``[file name (type), N bytes]`` or ``[file name (type): url]``); joined with nothing when every part
+    is text, else one part a line."""
+    out: list[str] = []
+    for part in parts:
+        if part.kind == "text":
+            out.append(part.text)
+        elif part.kind == "data":
+            out.append(orjson.dumps(part.data, option=orjson.OPT_NON_STR_KEYS).decode())
+        else:
+            label = " ".join(filter(None, [part.name or "file", f"({part.media_type})" if part.media_type else ""]))
+            if part.content is not None:
+                out.append(f"[file {label}, {len(part.content)} bytes]")
+            else:
+                out.append(f"[file {label}: {part.uri}]")
+    return "".join(out) if all(part.kind == "text" for part in parts) else "\n".join(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,9 +78,11 @@ class ReplyDelta:
 
 @dataclass(frozen=True, slots=True)
 class FinalResult:
-    """The agent's whole reply text."""
+    """The agent's whole reply: its text, and its parts when it had more than text (:class:`Reply`;
+    ``text`` is then :func:`render_parts` of them)."""
 
     text: str
+    parts: tuple[ReplyPart, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

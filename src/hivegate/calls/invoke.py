@@ -14,7 +14,7 @@ import anyio
 from hivegate.agents.model import AgentSpec
 from hivegate.auth.principal import Principal
 from hivegate.backends.base import Backend, Invocation
-from hivegate.calls.events import CallFailed, CallOutcome, FinalResult, ReplyDelta, ReplySink
+from hivegate.calls.events import CallFailed, CallOutcome, FinalResult, Reply, ReplyDelta, ReplySink, render_parts
 from hivegate.errors import GatewayError, ServiceTimeoutError
 
 __all__ = ["CallTarget", "invoke"]
@@ -64,6 +64,8 @@ async def invoke(
             reply = await target.backend.invoke(invocation, forward if on_delta is not None else None)
         except GatewayError as exc:
             return CallFailed(exc)
+        if isinstance(reply, Reply):
+            return FinalResult(render_parts(reply.parts), reply.parts)
         return FinalResult(reply)
     assert deadline.cancelled_caught
     logger.warning("agent %s: no reply within %g s; the call was cancelled", target.spec.id, timeout)

@@ -9,7 +9,9 @@ failure is an ``isError`` result; a deadline passed or an unavailable backend is
 The call runs under the call contract (:mod:`hivegate.calls.contract`): ``context_id`` and
 ``idempotency_key`` come from the arguments or ``params._meta``; a call in a handshake-era session with
 no ``context_id`` continues the session's conversation. The result carries the conversation id in
-``structuredContent`` (``{"reply", "context_id"}``) and ``_meta`` (``context_id``, and
+``structuredContent`` (``{"reply", "context_id"}``, and ``data``: the values of a reply's data parts;
+a reply's file parts follow its text as image, audio, embedded-resource or resource-link content)
+and ``_meta`` (``context_id``, and
 ``idempotency_replayed`` true for a replayed outcome); a changed payload under a used key is a
 JSON-RPC error (-32602, ``data.code`` ``conflict``), as is a ``context_id`` that names no
 conversation of the caller's (``invalid_params``: nothing is invoked).
@@ -20,40 +22,56 @@ Spec: MCP 2026-07-28 server/tools#error-handling (input validation and tool fail
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
+from urllib.parse import quote
 
 from mcp.server.context import ServerRequestContext
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp_types import CallToolRequestParams
 
-from hivegate.calls.events import CallFailed, ReplyDelta, ReplySink
+from hivegate.calls.events import CallFailed, ReplyDelta, ReplyPart, ReplySink
 from hivegate.errors import InvalidParamsError
 from hivegate.mcp.session_context import current_session
 from hivegate.mcp.tools import CONTRACT_META_KEYS, build_invocation, call_key
 from hivegate.mcp.view import AgentView
 from hivegate.policy.calls import OPEN_POLICY, CallPolicy
 
-__all__ = ["call_own_tool"]
+__all__ = ["call_own_tool", "file_content_block"]
 
 
 def _text_result(
-    text: str, *, is_error: bool = False, context_id: str | None = None, replayed: bool = False
+    text: str,
+    *,
+    is_error: bool = False,
+    context_id: str | None = None,
+    replayed: bool = False,
+    parts: tuple[ReplyPart, ...] = (),
+    version: str | None = None,
 ) -> dict[str, Any]:
-    """A ``CallToolResult`` of one text block (``resultType`` ``complete``), as its wire mapping, with the
-    conversation id in ``structuredContent`` and ``_meta`` when there is one.
+    """A ``CallToolResult`` (``resultType`` ``complete``), as its wire mapping: the reply as one text
+    block, then one content block per file part of ``parts`` (:func:`file_content_block`); the conversation id
+    in ``structuredContent`` and ``_meta`` when there is one, and the data parts' values in
+    ``structuredContent.data`` (their JSON is in the text block too, as the spec asks of structured
+    content).
 
     The SDK shapes a mapping as it does a model: cache hints, then validation and the per-version
-    surface (Spec: MCP 2026-07-28 server/tools, ``CallToolResult``).
+    surface (Spec: MCP 2026-07-28 server/tools, ``CallToolResult``, server/tools#structured-content).
     """
-    result: dict[str, Any] = {
-        "content": [{"type": "text", "text": text}],
-        "isError": is_error,
-        "resultType": "complete",
-    }
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    content += [file_content_block(i, part, version) for i, part in enumerate(parts) if part.kind == "file"]
+    result: dict[str, Any] = {"content": content, "isError": is_error, "resultType": "complete"}
+    data = [part.data for part in parts if part.kind == "data"]
+    if context_id is not None or data:
+        structured: dict[str, Any] = {"reply": text}
+        if context_id is not None:
+            structured["context_id"] = context_id
+        if data:
+            structured["data"] = data
+        result["structuredContent"] = structured
     if context_id is not None:
-        result["structuredContent"] = {"reply": text, "context_id": context_id}
         meta: dict[str, Any] = {"context_id": context_id}
         if replayed:
             meta["idempotency_replayed"] = True
@@ -110,7 +128,36 @@ async def call_own_tool(
         if outcome.agent_failed:
             return _text_result(outcome.error.message, is_error=True, context_id=settled.context_id, replayed=replayed)
         raise outcome.error
-    return _text_result(outcome.text, context_id=settled.context_id, replayed=replayed)
+    version = ctx.protocol_version or None
+    return _text_result(
+        outcome.text, context_id=settled.context_id, replayed=replayed, parts=outcome.parts, version=version
+    )
+
+
+def file_content_block(index: int, part: ReplyPart, version: str | None) -> dict[str, Any]:
+    """A file part of a reply as an MCP content block, as the caller's protocol ``version`` has them:
+    bytes of an ``image/*`` type as image content, of ``audio/*`` as audio content (2025-03-26 on),
+    others as an embedded resource (``blob``, under a ``hivegate:`` URI naming the part); a link as a
+    resource link (2025-06-18 on; for older callers the text block's description names it).
+
+    Spec: MCP 2025-11-25 server/tools#tool-result (image, audio, resource links, embedded resources).
+    """
+    media_type = part.media_type or "application/octet-stream"
+    newer = version is None or version >= "2025-06-18"
+    if part.content is None:
+        if newer:
+            link: dict[str, Any] = {"type": "resource_link", "uri": part.uri or "", "name": part.name or "file"}
+            if part.media_type:
+                link["mimeType"] = part.media_type
+            return link
+        return {"type": "text", "text": f"[file {part.name or 'file'}: {part.uri}]"}
+    data = base64.b64encode(part.content).decode()
+    if media_type.startswith("image/"):
+        return {"type": "image", "data": data, "mimeType": media_type}
+    if media_type.startswith("audio/") and (version is None or version >= "2025-03-26"):
+        return {"type": "audio", "data": data, "mimeType": media_type}
+    uri = f"hivegate:reply/{index}/{quote(part.name or 'file', safe='')}"
+    return {"type": "resource", "resource": {"uri": uri, "mimeType": media_type, "blob": data}}
 
 
 def _contract_meta(params: CallToolRequestParams) -> dict[str, Any]:

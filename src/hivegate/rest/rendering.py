@@ -14,13 +14,14 @@ Shapes (the original platform's, ``docs/rest.md``):
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import orjson
 from sse_starlette import ServerSentEvent
 from starlette.responses import Response
 
-from hivegate.calls.events import CallFailed, CallOutcome
+from hivegate.calls.events import CallFailed, CallOutcome, FinalResult
 from hivegate.errors import GatewayError
 
 __all__ = [
@@ -78,7 +79,31 @@ def invoke_reply(outcome: CallOutcome, context_id: str) -> Response:
             return rest_error_response(outcome.error)
         text = outcome.error.message
         return _json({"message": "ok", "text": text, "context_id": context_id, "is_error": True, **_failure(outcome)})
-    return _json({"message": "ok", "text": outcome.text, "context_id": context_id, "is_error": False})
+    return _json(
+        {"message": "ok", "text": outcome.text, "context_id": context_id, "is_error": False, **_parts(outcome)}
+    )
+
+
+def _parts(outcome: FinalResult) -> dict[str, Any]:
+    """``parts`` of a reply that had more than text (:class:`~hivegate.calls.events.Reply`): each
+    ``{"kind": "text", "text"}``, ``{"kind": "data", "data"}`` or ``{"kind": "file", "name", "media_type",
+    "bytes_base64" | "url"}``; nothing for a text reply."""
+    if not outcome.parts:
+        return {}
+    out: list[dict[str, Any]] = []
+    for part in outcome.parts:
+        if part.kind == "text":
+            out.append({"kind": "text", "text": part.text})
+        elif part.kind == "data":
+            out.append({"kind": "data", "data": part.data})
+        else:
+            item: dict[str, Any] = {"kind": "file", "name": part.name, "media_type": part.media_type}
+            if part.content is not None:
+                item["bytes_base64"] = base64.b64encode(part.content).decode()
+            else:
+                item["url"] = part.uri
+            out.append(item)
+    return {"parts": out}
 
 
 def _frame(body: dict[str, Any]) -> ServerSentEvent:
@@ -97,7 +122,8 @@ def done_frames(outcome: CallOutcome, context_id: str, streamed: str) -> list[Se
         streamed: the deltas sent so far, joined (``done.text`` of a call that failed in the gateway).
     """
     if not isinstance(outcome, CallFailed):
-        return [_frame({"type": "done", "text": outcome.text, "context_id": context_id, "is_error": False})]
+        done_ok = {"type": "done", "text": outcome.text, "context_id": context_id, "is_error": False}
+        return [_frame({**done_ok, **_parts(outcome)})]
     done = {"type": "done", "context_id": context_id, "is_error": True, **_failure(outcome)}
     if outcome.agent_failed:
         return [_frame({**done, "text": outcome.error.message})]
