@@ -39,6 +39,7 @@ Spec: A2A 1.0 §3.2.6 (``A2A-Version``), §5.3 and §9 (JSON-RPC), §11 (HTTP+JS
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import AsyncGenerator, Iterable, Sequence
 
@@ -79,6 +80,33 @@ from hivegate.mcp.host import AgentHost
 from hivegate.mcp.transport import parse_json, read_body, replay_receive, request_headers
 from hivegate.routing import A2A_SEGMENT
 from hivegate.storage.tasks import GatewayTaskStore, check_context_id
+
+
+class _CallerInputLogFilter(logging.Filter):
+    """The a2a-sdk's JSON-RPC dispatcher logs a caller's malformed request (a field of the wrong type, a
+    body that is not JSON-RPC) as an ERROR with its traceback, some 35 lines each, and every error answer
+    (an unknown task too) as a WARNING echoing what the caller sent: anyone who can reach an agent's A2A
+    endpoint could fill the server log. The caller gets its JSON-RPC error all the same; the log gets
+    one DEBUG line instead. Internal errors (-32603, logged at ERROR) are kept."""
+
+    QUIET = frozenset({"Failed to parse request params", "Failed to validate base JSON-RPC request"})
+    ANSWERED = "Request Error (ID: %s): Code=%s, Message='%s'%s"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == self.ANSWERED and record.levelno < logging.ERROR:
+            args = record.args if isinstance(record.args, tuple) else ()
+            _logger.debug("A2A request answered with an error: code %s", args[1] if len(args) > 1 else "?")
+            return False
+        if record.msg not in self.QUIET:
+            return True
+        if _logger.isEnabledFor(logging.DEBUG):
+            cause = record.exc_info[1] if record.exc_info else None
+            _logger.debug("A2A request refused: %s: %s", record.msg, str(cause).splitlines()[0][:300] if cause else "")
+        return False
+
+
+_logger = logging.getLogger(__name__)
+logging.getLogger("a2a.server.routes.jsonrpc_dispatcher").addFilter(_CallerInputLogFilter())
 
 __all__ = ["A2AEndpoint"]
 
