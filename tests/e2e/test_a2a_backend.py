@@ -345,7 +345,8 @@ def test_data_and_file_parts_reach_mcp_callers_as_structured_content_and_resourc
     resource = blocks[1]["resource"]
     assert resource["mimeType"] == "application/pdf"
     assert base64.b64decode(resource["blob"]) == b"%PDF-1.4 upstream"
-    assert resource["uri"].startswith("hivegate:reply/") and resource["uri"].endswith("/u.pdf")
+    assert resource["uri"].startswith("hivegate:reply/")
+    assert resource["uri"].endswith("/u.pdf")
 
 
 async def test_data_and_file_parts_pass_through_hivegates_a2a_surface_unchanged(world: World) -> None:
@@ -446,3 +447,37 @@ def test_import_a2a_makes_an_agent_from_the_card_and_refreshes_it(world: World) 
     assert card["name"] == "Upstream"
     assert card["version"] == "1.2.3"
     assert [skill["id"] for skill in card["skills"]] == ["echo", "shout"]
+
+
+async def test_a_working_status_message_is_progress_not_reply_on_every_plane(world: World) -> None:
+    """A2A 1.0 §4.1.3 (TaskStatus.message) → MCP progress (basic/utilities/progress), an A2A ``working``
+    status on hivegate's own stream, a REST ``status`` frame; the reply stays ``found it``."""
+    notes: list[str | None] = []
+
+    async def progress(_progress: float, _total: float | None, message: str | None) -> None:
+        notes.append(message)
+
+    async with mcp_client(world, "remote", world.alice) as client:
+        with anyio.fail_after(TIMEOUT):
+            result = await client.call_tool("remote", {"message": "status"}, progress_callback=progress)
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    assert block.text == "found it", result
+    assert "looking it up" in notes, notes
+    async with a2a_client(world, "remote", world.alice, streaming=True) as client:
+        statuses: list[str] = []
+        with anyio.fail_after(TIMEOUT):
+            async for event in client.send_message(_request("status")):
+                if event.WhichOneof("payload") == "status_update":
+                    status = event.status_update.status
+                    if status.state == TaskState.TASK_STATE_WORKING and status.HasField("message"):
+                        statuses.append("".join(p.text for p in status.message.parts))
+    assert statuses == ["looking it up"], statuses
+    headers = {**_bearer(world.alice), "Accept": "text/event-stream"}
+    with httpx.stream(
+        "POST", f"{world.url}/remote/v1/invoke", json={"message": "status"}, headers=headers, timeout=TIMEOUT
+    ) as response:
+        frames = [json.loads(line[5:]) for line in response.iter_lines() if line.startswith("data:")]
+    assert {"type": "status", "text": "looking it up"} in frames, frames
+    assert frames[-1]["type"] == "done", frames
+    assert frames[-1]["text"] == "found it", frames

@@ -11,6 +11,7 @@ The first word of the user message's text picks what the agent does (the rest is
 
 - ``echo X``: WORKING, the ``response`` artifact ``X`` (word by word when streaming), COMPLETED.
 - ``shout X``: the same with ``X`` upper-cased, in one chunk.
+- ``status``: a ``working`` status message ``looking it up``, then the reply ``found it``.
 - ``context``: ``context=<contextId> turns=<n>``, ``n`` the number of earlier tasks seen in that context.
 - ``data``: a data part ``{"answer": 42, "items": ["a", "b"]}`` and a text part ``see data``.
 - ``file``: a file part (``u.pdf``, ``application/pdf``, raw bytes) and a text part ``see file``.
@@ -46,13 +47,13 @@ from pathlib import Path
 import anyio
 import httpx
 import uvicorn
-from a2a.helpers import new_data_part, new_task_from_user_message
+from a2a.helpers import new_data_part, new_task_from_user_message, new_text_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Message, Part, Task, TaskState
+from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Message, Part, Role, Task, TaskState
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
@@ -175,6 +176,7 @@ class UpstreamExecutor(AgentExecutor):
         self._commands: dict[str, Command] = {
             "echo": self._echo,
             "shout": self._shout,
+            "status": self._status,
             "context": self._context,
             "data": self._data,
             "file": self._file,
@@ -239,6 +241,14 @@ class UpstreamExecutor(AgentExecutor):
                 [Part(text=chunk)], artifact_id=turn.artifact_id, name="response", append=index > 0, last_chunk=last
             )
         await turn.updater.complete()
+
+    async def _status(self, turn: Turn) -> None:
+        """A ``working`` status message ("looking it up"), then the reply ("found it")."""
+        note = new_text_message(
+            "looking it up", context_id=turn.task.context_id, task_id=turn.task.id, role=Role.ROLE_AGENT
+        )
+        await turn.updater.update_status(TaskState.TASK_STATE_WORKING, message=note)
+        await turn.reply([Part(text="found it")])
 
     async def _shout(self, turn: Turn) -> None:
         await turn.reply([Part(text=turn.payload.upper())])

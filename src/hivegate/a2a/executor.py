@@ -290,6 +290,10 @@ class InvocationExecutor(AgentExecutor):
 
         async def on_delta(delta: ReplyDelta) -> None:
             nonlocal streamed
+            if delta.status:  # what the agent is doing: a WORKING status message, not the reply
+                note = new_text_message(delta.text, context_id=task.context_id, task_id=task.id, role=Role.ROLE_AGENT)
+                await updater.update_status(TaskState.TASK_STATE_WORKING, message=note)
+                return
             await updater.add_artifact(
                 [Part(text=delta.text)], artifact_id=artifact_id, name=RESPONSE_ARTIFACT, append=streamed
             )

@@ -14,7 +14,9 @@ One call of the agent is one message to the upstream:
   goes to that task (``taskId``), so the upstream's question and the caller's answer stay one task;
 - **streaming**: with ``SendStreamingMessage`` when the card says the agent streams (or the spec
   forces it): each text chunk of an artifact update reaches the caller as a reply delta (MCP
-  progress, A2A artifact updates); without streaming, one ``SendMessage`` and its final task or message;
+  progress, A2A artifact updates), and each ``working`` status message as a status note (MCP
+  progress, an A2A ``working`` status, a REST ``status`` frame; not part of the reply); without
+  streaming, one ``SendMessage`` and its final task or message;
 - **the reply**: the final task's artifacts' parts (or the message's, when the upstream answered with
   a message), or its status message's text when it has none. Text alone is the reply text; with data
   or file parts it is a :class:`~hivegate.calls.events.Reply` of the parts: hivegate's A2A surface
@@ -65,7 +67,7 @@ from mcp_types import METHOD_NOT_FOUND
 from hivegate.agents.model import A2ABackendSpec, UpstreamOAuthSpec
 from hivegate.backends.base import Attachment, DeltaSink, Invocation, Reply, ReplyPart, failure_line
 from hivegate.backends.upstream_auth import UpstreamCredentials
-from hivegate.calls.events import render_parts
+from hivegate.calls.events import StatusNote, render_parts
 from hivegate.errors import AgentError, AgentServiceUnavailableError, ServiceTimeoutError
 
 __all__ = [
@@ -528,6 +530,8 @@ class A2ABackend:
                 reply.state = update.status.state
                 if update.status.HasField("message"):
                     reply.status_text = reply_text(update.status.message.parts)
+                    if on_delta is not None and reply.state == TaskState.TASK_STATE_WORKING and reply.status_text:
+                        await on_delta(StatusNote(reply.status_text))  # progress, not part of the reply
             elif kind == "artifact_update":
                 update = event.artifact_update
                 reply.task_id = update.task_id or reply.task_id

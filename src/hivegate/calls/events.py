@@ -15,7 +15,17 @@ import orjson
 
 from hivegate.errors import AgentError, GatewayError
 
-__all__ = ["CallFailed", "CallOutcome", "FinalResult", "Reply", "ReplyDelta", "ReplyPart", "ReplySink", "render_parts"]
+__all__ = [
+    "CallFailed",
+    "CallOutcome",
+    "FinalResult",
+    "Reply",
+    "ReplyDelta",
+    "ReplyPart",
+    "ReplySink",
+    "StatusNote",
+    "render_parts",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +84,16 @@ class ReplyDelta:
     text: str
     index: int
     """1 for the first delta of the call, then 2, 3, … (MCP's monotonically increasing ``progress``)."""
+    status: bool = False
+    """A note of what the agent is doing (:class:`StatusNote`), not a piece of the reply: MCP shows it as
+    progress, A2A as a ``working`` status message, REST as a ``status`` frame; the reply leaves it out."""
+
+
+class StatusNote(str):
+    """What a streaming backend hands its delta sink for a note of what the agent is doing ("Searching
+    flights…"; an A2A ``working`` status message) rather than a piece of its reply."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,16 @@ import anyio
 from hivegate.agents.model import AgentSpec
 from hivegate.auth.principal import Principal
 from hivegate.backends.base import Backend, Invocation
-from hivegate.calls.events import CallFailed, CallOutcome, FinalResult, Reply, ReplyDelta, ReplySink, render_parts
+from hivegate.calls.events import (
+    CallFailed,
+    CallOutcome,
+    FinalResult,
+    Reply,
+    ReplyDelta,
+    ReplySink,
+    StatusNote,
+    render_parts,
+)
 from hivegate.errors import GatewayError, ServiceTimeoutError
 
 __all__ = ["CallTarget", "invoke"]
@@ -55,7 +64,7 @@ async def invoke(
         nonlocal sent
         sent += 1
         assert on_delta is not None
-        await on_delta(ReplyDelta(text, sent))
+        await on_delta(ReplyDelta(str(text), sent, status=isinstance(text, StatusNote)))
 
     # anyio's scope, not asyncio.timeout: level cancellation (a backend that swallows one cancel is
     # cancelled again at its next await) that respects a backend's shielded sections.

@@ -64,7 +64,7 @@ from hivegate.files.attachments import file_reference
 from hivegate.mcp.host import AgentHost
 from hivegate.mcp.negotiation import parse_accept
 from hivegate.mcp.transport import check_accept, check_content_type, parse_json, read_body, request_headers
-from hivegate.rest.rendering import delta_frame, done_frames, invoke_reply, rest_error_response
+from hivegate.rest.rendering import delta_frame, done_frames, invoke_reply, rest_error_response, status_frame
 
 __all__ = [
     "INVOKE_TAIL",
@@ -288,6 +288,9 @@ class InvokeEndpoint:
             streamed: list[str] = []
 
             async def on_delta(delta: ReplyDelta) -> None:
+                if delta.status:
+                    await out.send(status_frame(delta.text))
+                    return
                 streamed.append(delta.text)
                 await out.send(delta_frame(delta.text))
 

@@ -6,8 +6,10 @@ Shapes (the original platform's, ``docs/rest.md``):
   "param"?}}`` with the catalogue's ``code`` and HTTP status (``docs/errors.md``) and the error's
   headers (``WWW-Authenticate``, ``Retry-After``, ``Allow``);
 - blocking reply: ``{"message": "ok", "text", "context_id", "is_error"}`` (the rest-invoke page);
-  an agent failure adds ``"error"`` and ``"code": "agent_error"``;
-- SSE: unnamed ``data:`` frames switched on ``type``: ``delta`` ``{text}``, ``error`` ``{code,
+  an agent failure adds ``"error"`` and ``"code": "agent_error"``; a reply with more than text adds
+  ``"parts"``;
+- SSE: unnamed ``data:`` frames switched on ``type``: ``delta`` ``{text}``, ``status`` ``{text}`` (what
+  the agent is doing, not part of the reply), ``error`` ``{code,
   status_code, message}`` (a call that failed in the gateway), then one ``done`` ``{text,
   context_id, is_error, error?, code?}``.
 """
@@ -30,6 +32,7 @@ __all__ = [
     "invoke_reply",
     "rest_error_body",
     "rest_error_response",
+    "status_frame",
 ]
 
 _TYPES = {
@@ -113,6 +116,11 @@ def _frame(body: dict[str, Any]) -> ServerSentEvent:
 def delta_frame(text: str) -> ServerSentEvent:
     """One reply delta."""
     return _frame({"type": "delta", "text": text})
+
+
+def status_frame(text: str) -> ServerSentEvent:
+    """A note of what the agent is doing (not part of the reply)."""
+    return _frame({"type": "status", "text": text})
 
 
 def done_frames(outcome: CallOutcome, context_id: str, streamed: str) -> list[ServerSentEvent]:
