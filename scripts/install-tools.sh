@@ -10,6 +10,8 @@
 #   .tools/conformance  @modelcontextprotocol/conformance@0.2.0-alpha.12 (the only line with 2026-07-28 scenarios)
 #   .tools/mcp-remote   mcp-remote@0.15.1 (the stdio bridge Claude Desktop uses; tests/e2e/test_mcp_remote.py)
 #   .tools/a2a-js       @a2a-js/sdk@1.3.0 (the A2A JavaScript SDK's client; tests/e2e/test_a2a_js.py)
+#   .tools/server-everything  @modelcontextprotocol/server-everything@2026.8.31 (the reference MCP test
+#                       server, run over stdio behind an `mcp` agent; tests/e2e/test_mcp_everything.py)
 #
 # Idempotent: a component that is already installed (at the pinned version) is skipped.
 # Uses the system apt-get and npm only. Prints the paths of the installed tools on stdout (KEY=path lines).
@@ -21,6 +23,7 @@ NODE_MAJOR="22"
 CONFORMANCE_VERSION="0.2.0-alpha.12"
 MCP_REMOTE_VERSION="0.15.1"
 A2A_JS_VERSION="1.3.0"
+EVERYTHING_VERSION="2026.8.31"
 
 NODE_DIR="$TOOLS/node22"
 NODE_BIN="$NODE_DIR/node_modules/node/bin/node"
@@ -33,6 +36,9 @@ MCP_REMOTE_CLI="$MCP_REMOTE_PKG_DIR/dist/proxy.js"
 A2A_JS_DIR="$TOOLS/a2a-js"
 A2A_JS_PKG_DIR="$A2A_JS_DIR/node_modules/@a2a-js/sdk"
 A2A_JS_CLIENT="$A2A_JS_PKG_DIR/dist/client/index.js"
+EVERYTHING_DIR="$TOOLS/server-everything"
+EVERYTHING_PKG_DIR="$EVERYTHING_DIR/node_modules/@modelcontextprotocol/server-everything"
+EVERYTHING_CLI="$EVERYTHING_PKG_DIR/dist/index.js"
 
 log() { echo "install-tools: $*" >&2; }
 
@@ -130,6 +136,18 @@ else
     }
 fi
 
+# --- @modelcontextprotocol/server-everything ------------------------------------------------------------------
+if [[ "$(pkg_version "$EVERYTHING_PKG_DIR")" == "$EVERYTHING_VERSION" && -f "$EVERYTHING_CLI" ]]; then
+    log "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION already installed"
+else
+    log "installing @modelcontextprotocol/server-everything@$EVERYTHING_VERSION into $EVERYTHING_DIR"
+    npm_install_into "$EVERYTHING_DIR" "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" --save-exact
+    [[ "$(pkg_version "$EVERYTHING_PKG_DIR")" == "$EVERYTHING_VERSION" && -f "$EVERYTHING_CLI" ]] || {
+        log "server-everything install did not produce version $EVERYTHING_VERSION at $EVERYTHING_CLI"
+        exit 1
+    }
+fi
+
 if [[ -x "$CHROMIUM_BIN" ]]; then echo "CHROMIUM=$CHROMIUM_BIN"; fi
 echo "NODE22=$NODE_BIN"
 echo "NODE22_VERSION=$("$NODE_BIN" --version)"
@@ -139,3 +157,5 @@ echo "MCP_REMOTE_CLI=$MCP_REMOTE_CLI"
 echo "MCP_REMOTE_VERSION=$MCP_REMOTE_VERSION"
 echo "A2A_JS_DIR=$A2A_JS_DIR"
 echo "A2A_JS_VERSION=$A2A_JS_VERSION"
+echo "EVERYTHING_CLI=$EVERYTHING_CLI"
+echo "EVERYTHING_VERSION=$EVERYTHING_VERSION"

@@ -48,7 +48,9 @@ async def call(handler: Callable[[httpx.Request], httpx.Response], **spec: Any) 
         await backend.start(tasks)
     try:
         with anyio.fail_after(10):
-            return await backend.invoke(Invocation(agent_id="garbage", message="hi", principal=ALICE), None)
+            reply = await backend.invoke(Invocation(agent_id="garbage", message="hi", principal=ALICE), None)
+            assert isinstance(reply, str), reply
+            return reply
     finally:
         await backend.aclose()
 

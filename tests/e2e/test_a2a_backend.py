@@ -24,7 +24,7 @@ import httpx
 import httpx2
 import pytest
 from a2a.client import Client, ClientConfig, create_client
-from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
+from a2a.types import Message, Part, Role, SendMessageRequest, Task, TaskState
 from google.protobuf.json_format import MessageToDict
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
@@ -362,7 +362,7 @@ async def test_data_and_file_parts_pass_through_hivegates_a2a_surface_unchanged(
                         elif kind == "artifact_update" and event.artifact_update.last_chunk:
                             final = event.artifact_update.artifact
                 assert final is not None
-                parts = list(final.parts) if not hasattr(final, "artifacts") else list(final.artifacts[0].parts)
+                parts = list(final.artifacts[0].parts) if isinstance(final, Task) else list(final.parts)
                 kinds = [part.WhichOneof("content") for part in parts]
                 if command == "data":
                     assert kinds == ["data", "text"], parts
@@ -454,7 +454,7 @@ async def test_a_working_status_message_is_progress_not_reply_on_every_plane(wor
     status on hivegate's own stream, a REST ``status`` frame; the reply stays ``found it``."""
     notes: list[str | None] = []
 
-    async def progress(_progress: float, _total: float | None, message: str | None) -> None:
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
         notes.append(message)
 
     async with mcp_client(world, "remote", world.alice) as client:

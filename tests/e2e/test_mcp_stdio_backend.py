@@ -1,9 +1,12 @@
-"""Issue 11 items 2-3 (their first part): an agent that fronts a stdio MCP server.
+"""Issue 11 items 2-3: an agent that fronts a stdio MCP server, whose processes are supervised.
 
 ``hivegate serve`` runs ``tests/upstreams/mcp_stdio_upstream.py`` as its child, started by the first
-request, reused by every call, started again after it crashes, and stopped with the gateway. The
-test counts the gateway's child processes (``/proc``) before, during and after many calls and a crash:
-one child at a time, none left behind.
+request, reused by every call, started again after it crashes, stopped when idle, and stopped with the
+gateway (even by ``kill -9``). The tests count the gateway's child processes (``/proc``) before, during
+and after 1,000 calls and a crash: one child at a time, none left behind. A child that floods its stdout
+or writes garbage is cut off (``agent_service_unavailable``) while the gateway goes on serving; its
+stderr is in the gateway's log with the agent id. Each agent's children are told apart by the
+``TEST_AGENT`` variable of their environment.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncGenerator, Iterator
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,20 +44,60 @@ class World:
     alice: str
 
 
-def children(pid: int) -> list[int]:
-    """The live child processes of ``pid`` (from /proc; zombies are not counted as live)."""
+def children(pid: int, agent: str | None = None) -> list[int]:
+    """The live child processes of ``pid`` (from /proc; zombies are not counted as live); with ``agent``,
+    only those whose environment has ``TEST_AGENT={agent}``."""
     found: list[int] = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
+            environ = (entry / "environ").read_bytes().split(b"\0") if agent is not None else []
         except OSError:
             continue
         fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[1]) == pid and fields[0] != "Z":
+        mine = agent is None or f"TEST_AGENT={agent}".encode() in environ
+        if int(fields[1]) == pid and fields[0] != "Z" and mine:
             found.append(int(entry.name))
     return found
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait_until(condition: Callable[[], bool], what: str, seconds: float = 15) -> None:
+    """Poll ``condition`` (the process table, changed by other processes), bounded."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {seconds} s: {what}"
+        time.sleep(0.05)
+
+
+async def eventually(call: Callable[[], Awaitable[str]], seconds: float = 15) -> str:
+    """``call``'s result once it is not ``agent_service_unavailable`` (a restart back-off is running), bounded."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return await call()
+        except MCPError as exc:
+            if exc.error.data != {"code": "agent_service_unavailable"} or time.monotonic() > deadline:
+                raise
+        await anyio.sleep(0.1)
+
+
+def peak_memory_kib(pid: int) -> int:
+    """The process's peak resident memory (``VmHWM``), KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM")
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +111,41 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 id = "local"
 name = "A stdio MCP server"
 owner = "alice"
-backend = {{ type = "mcp", command = ["{sys.executable}", "{UPSTREAM}"], env = {{ UPSTREAM_GREETING = "hi" }} }}
+[agents.backend]
+type = "mcp"
+command = ["{sys.executable}", "{UPSTREAM}"]
+env = {{ UPSTREAM_GREETING = "hi", TEST_AGENT = "local" }}
+
+[[agents]]
+id = "flood"
+name = "A stdio MCP server that floods on demand, 1 MiB messages"
+owner = "alice"
+invoke_timeout_seconds = 30
+[agents.backend]
+type = "mcp"
+command = ["{sys.executable}", "{UPSTREAM}"]
+env = {{ TEST_AGENT = "flood" }}
+max_result_bytes = 1048576
+
+[[agents]]
+id = "mine"
+name = "A stdio MCP server, one process per user"
+owner = "alice"
+[agents.backend]
+type = "mcp"
+command = ["{sys.executable}", "{UPSTREAM}"]
+env = {{ TEST_AGENT = "mine" }}
+isolation = "per_user"
+
+[[agents]]
+id = "idle"
+name = "A stdio MCP server stopped after half a second without calls"
+owner = "alice"
+[agents.backend]
+type = "mcp"
+command = ["{sys.executable}", "{UPSTREAM}"]
+env = {{ TEST_AGENT = "idle" }}
+idle_stop_seconds = 0.5
 
 [[agents]]
 id = "raw"
@@ -104,22 +182,31 @@ async def test_one_child_serves_every_call_and_is_started_again_after_a_crash(wo
     async with client_of(world) as client:
         with anyio.fail_after(TIMEOUT):
             tools = await client.list_tools()
-            assert sorted(t.name for t in tools.tools) == ["add", "big", "crash", "leak_env", "whoami"]
+            assert sorted(t.name for t in tools.tools) == [
+                "add",
+                "big",
+                "crash",
+                "flood",
+                "garbage",
+                "leak_env",
+                "shout",
+                "whoami",
+            ]
             first = text(await client.call_tool("whoami", {}))
             assert first.endswith("greeting=hi")  # the agents file's env reached the process
             assert text(await client.call_tool("leak_env", {})) == "none"  # the gateway's own did not
-            served = children(pid)
+            served = children(pid, "local")
             assert len(served) == 1, served
 
             async def add(n: int) -> None:
                 result = await client.call_tool("add", {"a": n, "b": 1})
                 assert text(result) == str(n + 1)
 
-            for round_ in range(10):  # 200 calls, 20 at a time, on the one child
+            for round_ in range(50):  # 1,000 calls, 20 at a time, on the one child
                 async with anyio.create_task_group() as tasks:
                     for n in range(20):
                         tasks.start_soon(add, round_ * 20 + n)
-            assert children(pid) == served
+                assert children(pid, "local") == served
             assert text(await client.call_tool("whoami", {})) == first
 
             with pytest.raises(MCPError) as crashed:
@@ -127,7 +214,7 @@ async def test_one_child_serves_every_call_and_is_started_again_after_a_crash(wo
             assert crashed.value.error.data == {"code": "agent_service_unavailable"}
             again = text(await client.call_tool("whoami", {}))  # a new child
             assert again != first
-            after = children(pid)
+            after = children(pid, "local")
             assert len(after) == 1, after
             assert after != served
 
@@ -138,7 +225,7 @@ async def test_one_child_serves_every_call_and_is_started_again_after_a_crash(wo
             with pytest.raises(MCPError) as refused:
                 await client.call_tool("whoami", {})
             assert refused.value.error.data == {"code": "agent_service_unavailable"}
-            assert children(pid) == []
+            assert children(pid, "local") == []
 
 
 async def test_a_line_that_is_not_utf8_is_dropped_and_the_answer_after_it_arrives(world: World) -> None:
@@ -149,6 +236,126 @@ async def test_a_line_that_is_not_utf8_is_dropped_and_the_answer_after_it_arrive
         with anyio.fail_after(TIMEOUT):
             for n in range(3):
                 assert text(await client.call_tool("echo", {"message": f"after {n}"})) == f"after {n}"
+
+
+async def test_stderr_reaches_the_log_with_the_agent_id(world: World) -> None:
+    async with client_of(world) as client:
+        with anyio.fail_after(TIMEOUT):
+
+            async def shout() -> str:  # the first test left the agent in its restart back-off
+                return text(await client.call_tool("shout", {"text": "marker-7f3a from the child", "n": 2}))
+
+            assert await eventually(shout) == "done"
+    line = await anyio.to_thread.run_sync(world.gateway.wait_for, "marker-7f3a")
+    assert "agent local: stdio upstream (pid " in line
+    assert "stderr: marker-7f3a from the child" in line
+
+
+async def test_a_flood_or_garbage_is_cut_off_and_the_gateway_goes_on(world: World) -> None:
+    """A 100 MB line without a newline, past the agent's 1 MiB ``max_result_bytes``: the child is cut off at
+    once (its call is ``agent_service_unavailable``), the gateway's memory does not grow by the flood, and
+    another agent answers meanwhile. Then a stream of lines that are not JSON-RPC: cut off too."""
+    pid = world.gateway.process.pid
+    async with client_of(world, agent="flood") as flood, client_of(world) as local:
+
+        async def add(a: int) -> str:
+            return text(await flood.call_tool("add", {"a": a, "b": 1}))
+
+        async def local_add(a: int) -> str:
+            return text(await local.call_tool("add", {"a": a, "b": 1}))
+
+        with anyio.fail_after(TIMEOUT):
+            assert await add(1) == "2"  # started
+            assert await eventually(lambda: local_add(0)) == "1"  # (after a back-off the first test may leave)
+            before = peak_memory_kib(pid)
+            answers: list[str] = []
+
+            async def others() -> None:
+                for n in range(20):
+                    answers.append(await local_add(n))
+
+            started = time.monotonic()
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(others)
+                with pytest.raises(MCPError) as cut:
+                    await flood.call_tool("flood", {"n": 100_000_000})
+                assert cut.value.error.data == {"code": "agent_service_unavailable"}
+            assert time.monotonic() - started < 10
+            assert answers == [str(n + 1) for n in range(20)]
+            grown = peak_memory_kib(pid) - before
+            assert grown < 48 * 1024, f"the gateway grew by {grown} KiB"
+            assert await eventually(lambda: add(2)) == "3"  # a new child serves the next call
+
+            with pytest.raises(MCPError) as garbled:
+                await flood.call_tool("garbage", {"n": 1000})
+            assert garbled.value.error.data == {"code": "agent_service_unavailable"}
+            assert await eventually(lambda: add(3)) == "4"
+            assert len(children(pid, "flood")) == 1
+    output = world.gateway.output()
+    assert "agent flood: the stdio upstream (pid " in output
+    assert "is cut off: a message passed 1048576 bytes" in output
+    assert "lines in a row are not JSON-RPC" in output
+    assert "Traceback" not in output
+
+
+async def test_per_user_the_same_user_reuses_one_process(world: World) -> None:
+    pid = world.gateway.process.pid
+    with anyio.fail_after(TIMEOUT):
+        async with client_of(world, agent="mine") as one:
+            first = text(await one.call_tool("whoami", {}))
+        async with client_of(world, agent="mine", mode="legacy") as another:  # another session, same user
+            assert text(await another.call_tool("whoami", {})) == first
+        assert len(children(pid, "mine")) == 1
+
+
+async def test_an_idle_child_is_stopped_and_the_next_call_starts_another(world: World) -> None:
+    pid = world.gateway.process.pid
+    async with client_of(world, agent="idle") as client:
+        with anyio.fail_after(TIMEOUT):
+            first = text(await client.call_tool("whoami", {}))
+            (child,) = children(pid, "idle")
+            assert f"pid={child} " in first
+            await anyio.to_thread.run_sync(lambda: wait_until(lambda: not alive(child), "the idle child exits"))
+            assert children(pid, "idle") == []
+            second = text(await client.call_tool("whoami", {}))
+            assert second != first
+            assert len(children(pid, "idle")) == 1
+
+
+def test_kill_9_of_the_gateway_leaves_no_child(tmp_path: Path) -> None:
+    """The gateway has no chance to stop its child, and the child would outlive its stdin ending
+    (``UPSTREAM_LINGER``): the kernel stops it (``PR_SET_PDEATHSIG``)."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'hivegate.db'}"
+    config = tmp_path / "agents.toml"
+    config.write_text(
+        f"""
+[[agents]]
+id = "local"
+name = "A stdio MCP server that lingers after its stdin ends"
+owner = "alice"
+backend = {{ type = "mcp", command = ["{sys.executable}", "{UPSTREAM}"], env = {{ UPSTREAM_LINGER = "1" }} }}
+""",
+        encoding="utf-8",
+    )
+    alice = create_user_with_key(url, "alice")
+    run_cli(url, "agents", "apply", str(config))
+    with run_gateway(None, database_url=url) as gateway:
+        world = World(gateway, alice)
+
+        async def start_child() -> None:
+            async with client_of(world) as client:
+                with anyio.fail_after(TIMEOUT):
+                    await client.list_tools()
+
+        anyio.run(start_child)
+        (child,) = children(gateway.process.pid)
+        gateway.process.send_signal(signal.SIGKILL)
+        gateway.process.wait(timeout=30)
+        try:
+            wait_until(lambda: not alive(child), "the child dies with the gateway", seconds=10)
+        finally:
+            if alive(child):  # pragma: no cover - clean up after a failure
+                os.kill(child, signal.SIGKILL)
 
 
 def test_the_child_is_stopped_with_the_gateway(tmp_path: Path) -> None:

@@ -9,7 +9,16 @@ loopback port and prints ``mcp-upstream listening on URL`` once it accepts conne
 - ``add(a, b)``: the sum;
 - ``crash``: the process exits at once (status 3), without answering;
 - ``leak_env``: whether the gateway's own settings (``HIVEGATE_*``) reached the process;
-- ``big(n)``: a text of ``n`` bytes (a result past the backend's limit).
+- ``big(n)``: a text of ``n`` bytes (a result past the backend's limit);
+- ``shout(text, n)``: writes ``text`` to stderr ``n`` times, a line each, and answers ``done``;
+- ``flood(n)``: writes ``n`` bytes without a newline straight to stdout (the protocol stream), then answers;
+- ``garbage(n)``: writes ``n`` lines that are not JSON-RPC to stdout, then answers.
+
+With ``UPSTREAM_LINGER=1`` in its environment the process does not exit when its stdin ends (it sleeps
+ten minutes), as a careless server might: only a signal stops it.
+
+``whoami``'s description names the process's pid too (a test that only lists tools can tell processes
+apart).
 """
 
 from __future__ import annotations
@@ -17,13 +26,17 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 
 from mcp.server.mcpserver import MCPServer
 
 server = MCPServer("stdio-upstream")
+WIRE = os.dup(1)
+"""The protocol stream (stdout), for ``flood`` and ``garbage``: the SDK's stdio server diverts fd 1 to stderr
+(a stray print cannot garble the stream), and serves the wire from a duplicate of its own."""
 
 
-@server.tool(description="The server process's pid and greeting.")
+@server.tool(description=f"The server process's pid and greeting (pid={os.getpid()}).")
 def whoami() -> str:
     return f"pid={os.getpid()} greeting={os.environ.get('UPSTREAM_GREETING', '')}"
 
@@ -46,6 +59,29 @@ def leak_env() -> str:
 @server.tool(description="A text of n bytes.")
 def big(n: int) -> str:
     return "x" * n
+
+
+@server.tool(description="Write text to stderr n times, a line each.")
+def shout(text: str, n: int = 1) -> str:
+    for _ in range(n):
+        sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+    return "done"
+
+
+@server.tool(description="Write n bytes without a newline to stdout, then answer.")
+def flood(n: int) -> str:
+    block = b"x" * min(n, 1 << 20)
+    left = n
+    while left > 0:
+        left -= os.write(WIRE, block[:left])
+    return "flooded"
+
+
+@server.tool(description="Write n lines that are not JSON-RPC to stdout, then answer.")
+def garbage(n: int) -> str:
+    os.write(WIRE, b"this is not json\n" * n)
+    return "garbled"
 
 
 def serve_http() -> None:
@@ -72,4 +108,8 @@ if __name__ == "__main__":
     if "--http" in sys.argv:
         serve_http()
     else:
-        server.run("stdio")
+        try:
+            server.run("stdio")
+        finally:  # also when its stdout is gone (a broken pipe)
+            if os.environ.get("UPSTREAM_LINGER") == "1":
+                time.sleep(600)

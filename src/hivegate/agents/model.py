@@ -52,6 +52,7 @@ __all__ = [
     "AGENT_ID_PATTERN",
     "DEFAULT_INVOKE_TIMEOUT_SECONDS",
     "MAX_INVOKE_TIMEOUT_SECONDS",
+    "TOOL_NAME_PATTERN",
     "A2ABackendSpec",
     "AgentSpec",
     "BackendSpec",
@@ -71,6 +72,12 @@ __all__ = [
 
 AGENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 """Agent ids are URL path segments: no escaping needed, at most 64 characters (the MCP tool-name bound)."""
+
+TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
+"""A valid MCP tool name: 1–128 of ASCII letters, digits, ``_``, ``.`` and ``-`` (Spec: MCP 2025-11-25
+server/tools#tool-names, SEP-986)."""
+MAX_SELECTED_NAMES = 1000
+"""The most names one ``include_*`` or ``exclude_*`` list of an ``mcp`` backend may hold."""
 
 OWNER_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 """An owner is a username (see :data:`hivegate.storage.credentials.USERNAME_PATTERN`)."""
@@ -366,13 +373,24 @@ class A2ABackendSpec(_Spec):
         return self
 
 
+_ToolName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
+_PromptName = Annotated[str, Field(min_length=1, max_length=1024)]
+
+
 class McpBackendSpec(_Spec):
     """An upstream MCP server whose tools, resources, templates, prompts and completions become the agent's
     (federation; docs/backends.md): over Streamable HTTP (``url``; the protocol era is detected) or over
     stdio (``command``, run as a child process with ``env`` added to a minimal environment).
 
-    Credentials for an HTTP upstream are the agent's own, never the caller's: static ``headers`` or a
-    bearer token read from the environment variable ``bearer_env``.
+    Credentials for an HTTP upstream are the agent's own, never the caller's: static ``headers``, a
+    bearer token read from the environment variable ``bearer_env``, or OAuth client credentials
+    (``oauth``); at most one of the last two, and then no ``Authorization`` in ``headers``.
+
+    Selection (tools and prompts; resources and templates pass as they are): ``include_tools`` (when
+    given) keeps only the upstream tools it names, ``exclude_tools`` drops those it names, likewise
+    ``include_prompts`` and ``exclude_prompts`` (upstream names, without the prefix); ``prefix`` is put
+    before every upstream tool and prompt name the agent shows, and taken off a call's name. An agent's
+    own tool or prompt name inside that namespace is refused (:class:`AgentSpec`).
     """
 
     type: Literal["mcp"]
@@ -385,8 +403,34 @@ class McpBackendSpec(_Spec):
     """The longest wait for the upstream to connect or answer one request; then ``service_timeout``
     (a ``tools/call`` is bounded by the agent's ``invoke_timeout_seconds`` instead)."""
     max_result_bytes: Annotated[int, Field(ge=1024, le=256 * 1024 * 1024)] = 8 * 1024 * 1024
-    """HTTP only: the most bytes the upstream's answer to one request may have (its result, or its
-    stream); beyond, the request fails with ``agent_service_unavailable`` and the rest is not read."""
+    """HTTP: the most bytes the upstream's answer to one request may have (its result, or its stream);
+    beyond, the request fails with ``agent_service_unavailable`` and the rest is not read. stdio: the
+    longest line (one message) the child may write; beyond, the child is cut off (killed), and the
+    calls in flight on it fail with ``agent_service_unavailable``."""
+    isolation: Literal["shared", "per_user"] = "shared"
+    """stdio only: ``"shared"``, one process serves every caller of the agent; ``"per_user"``, each user
+    (any of their credentials) gets a process of their own, started by their first call. ``per_user``
+    needs ``auth = "required"`` (an anonymous caller has no user to give a process to)."""
+    max_processes: Annotated[int, Field(ge=1, le=1024)] = 32
+    """stdio, ``per_user``: the most processes the agent runs at once. A user's first call past it stops
+    the least recently used idle process (no request in flight, none for a second), or, when every one is
+    busy, is refused with ``agent_service_unavailable``."""
+    idle_stop_seconds: Annotated[float, Field(ge=0, le=7 * 24 * 3600)] = 300.0
+    """stdio only: a process with no request in flight and none for this long is stopped (the next call
+    starts a new one); ``0`` keeps it running."""
+    oauth: UpstreamOAuthSpec | None = None
+    """HTTP only: OAuth client credentials for the upstream (as for ``a2a``)."""
+    prefix: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] | None = None
+    """Put before every upstream tool and prompt name (``gh_`` shows ``search`` as ``gh_search``): tool-name
+    characters, 1–64 of them, so a prefixed tool name stays a valid one up to 128 characters."""
+    include_tools: Annotated[tuple[_ToolName, ...], Field(max_length=MAX_SELECTED_NAMES)] | None = None
+    """Only these upstream tools (names without the prefix); None (default): every one."""
+    exclude_tools: Annotated[tuple[_ToolName, ...], Field(max_length=MAX_SELECTED_NAMES)] = ()
+    """Upstream tools not shown (names without the prefix); applied after ``include_tools``."""
+    include_prompts: Annotated[tuple[_PromptName, ...], Field(max_length=MAX_SELECTED_NAMES)] | None = None
+    """Only these upstream prompts (names without the prefix); None (default): every one."""
+    exclude_prompts: Annotated[tuple[_PromptName, ...], Field(max_length=MAX_SELECTED_NAMES)] = ()
+    """Upstream prompts not shown (names without the prefix); applied after ``include_prompts``."""
 
     @field_validator("url")
     @classmethod
@@ -419,8 +463,24 @@ class McpBackendSpec(_Spec):
             raise ValueError("mcp backend: headers and bearer_env are for an HTTP upstream (url)")
         if self.url is not None and self.env:
             raise ValueError("mcp backend: env is for a stdio upstream (command)")
+        fields = type(self).model_fields
+        stdio_only = {
+            n for n in ("isolation", "max_processes", "idle_stop_seconds") if getattr(self, n) != fields[n].default
+        }
+        if self.url is not None and stdio_only:
+            raise ValueError(f"mcp backend: {', '.join(sorted(stdio_only))}: for a stdio upstream (command) only")
         if self.bearer_env is not None and any(n.lower() == "authorization" for n in self.headers):
             raise ValueError("mcp backend: give at most one of bearer_env and an Authorization header")
+        return self
+
+    @model_validator(mode="after")
+    def _one_oauth_credential(self) -> McpBackendSpec:
+        if self.oauth is None:
+            return self
+        if self.command is not None:
+            raise ValueError("mcp backend: oauth is for an HTTP upstream (url)")
+        if self.bearer_env is not None or any(n.lower() == "authorization" for n in self.headers):
+            raise ValueError("mcp backend: give at most one of bearer_env, oauth and an Authorization header")
         return self
 
 
@@ -480,4 +540,39 @@ class AgentSpec(_Spec):
                 raise ValueError(f"agent {self.id!r}: duplicate {label}: {sorted(dupes)}")
         if any(s.id == self.id for s in self.skills if s.expose_as_tool):
             raise ValueError(f"agent {self.id!r}: a skill exposed as a tool may not take the message tool's name")
+        return self
+
+    @model_validator(mode="after")
+    def _per_user_needs_users(self) -> AgentSpec:
+        backend = self.backend
+        if isinstance(backend, McpBackendSpec) and backend.isolation == "per_user" and self.auth == "none":
+            raise ValueError(
+                f'agent {self.id!r}: isolation = "per_user" needs auth = "required" (an anonymous caller has '
+                "no user to give a process to)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _own_names_outside_the_upstreams(self) -> AgentSpec:
+        """An ``mcp`` backend's upstream names are not known before it is connected: refuse the agent's own
+        tool (skill exposed as a tool) and prompt names that fall in the upstream's namespace as far as the
+        backend's settings tell: those starting with its ``prefix``, else those its ``include_*`` names."""
+        backend = self.backend
+        if not isinstance(backend, McpBackendSpec):
+            return self
+        for kind, own, included in (
+            ("tool", [s.id for s in self.skills if s.expose_as_tool], backend.include_tools),
+            ("prompt", [p.name for p in self.prompts], backend.include_prompts),
+        ):
+            if backend.prefix is not None:
+                clash = sorted(n for n in own if n.startswith(backend.prefix))
+                where = f"start with the mcp backend's prefix {backend.prefix!r}"
+            else:
+                clash = sorted(n for n in own if n in (included or ()))
+                where = f"are in the mcp backend's include_{kind}s"
+            if clash:
+                raise ValueError(
+                    f"agent {self.id!r}: its own {kind} names {clash} {where}: they would clash with the "
+                    f"upstream's {kind}s (rename them, or change the backend's prefix)"
+                )
         return self

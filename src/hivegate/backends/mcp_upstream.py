@@ -9,9 +9,11 @@ The upstream's tools, resources, resource templates, prompts and completions bec
 the agent's handlers (:mod:`hivegate.mcp.handlers`) ask this backend through :meth:`McpUpstreamBackend.request`,
 as they ask an in-process SDK server, and put hivegate's pagination (every upstream page is read, and
 the merged list paged again with hivegate's opaque cursors), cache hints, spec fixes and credentials on
-top. One upstream client per agent, opened by the first request and reused by every call (one HTTP
-connection pool, one process for stdio); a lost connection is opened again by the next request, after
-a back-off when opening failed.
+top. One upstream client per agent (per user with ``isolation = "per_user"``, stdio), opened by the
+first request and reused by every call (one HTTP connection pool, or one process for stdio, run by the
+supervised :class:`~hivegate.backends.stdio_upstream.StdioTransport`); a lost connection is opened again
+by the next request, after a back-off when opening failed; a stdio process idle for ``idle_stop_seconds``
+is stopped, and every one is stopped with the backend (:meth:`McpUpstreamBackend.aclose`).
 
 What passes through:
 
@@ -26,6 +28,14 @@ What passes through:
 - **list changes**: the upstream's ``list_changed`` notifications (handshake era) and its
   ``subscriptions/listen`` events (2026-07-28) become the agent's.
 
+What the agent shows of it: the spec's selection of tools and prompts (``include_*``, ``exclude_*``,
+``prefix``: :class:`~hivegate.backends.upstream_names.UpstreamNames`), applied to each upstream page as
+it arrives; a call of a name it does not show is an unknown tool or prompt (-32602). An upstream tool
+whose name is not a valid MCP tool name is left out, with a warning in the log.
+
+Credentials for an HTTP upstream are the agent's own (``headers``, ``bearer_env``, or OAuth client
+credentials: :class:`~hivegate.backends.upstream_auth.UpstreamCredentials`), never the caller's.
+
 Failures (the catalogue): an upstream that cannot be reached or started, or whose connection drops, is
 ``agent_service_unavailable``; one that does not answer within ``timeout_seconds`` is
 ``service_timeout``. The cause goes to the log with the agent id.
@@ -33,7 +43,9 @@ Failures (the catalogue): an upstream that cannot be reached or started, or whos
 
 from __future__ import annotations
 
+import functools
 import logging
+import math
 import os
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -47,7 +59,6 @@ import httpx2
 import mcp_types as types
 from mcp import Client
 from mcp.client.session import ClientRequestContext
-from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.context import ServerRequestContext
 from mcp.server.subscriptions import (
@@ -70,7 +81,11 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hivegate.agents.model import McpBackendSpec
+from hivegate.auth.principal import current_principal
 from hivegate.backends.base import DeltaSink, Invocation, failure_line
+from hivegate.backends.stdio_upstream import KILL_GRACE_SECONDS, STOP_GRACE_SECONDS, StdioTransport
+from hivegate.backends.upstream_auth import Httpx2UpstreamAuth, UpstreamCredentials
+from hivegate.backends.upstream_names import UpstreamNames
 from hivegate.errors import AgentError, AgentServiceUnavailableError, ServiceTimeoutError
 from hivegate.mcp.sdk_bridge import keep_request_client_capabilities
 
@@ -91,6 +106,10 @@ _RETRY_FIRST_SECONDS = 1.0
 _RETRY_MAX_SECONDS = 30.0
 _SHORT_LIVED_SECONDS = 10.0
 """A connection lost sooner than this after it opened counts towards the restart back-off."""
+_EVICTABLE_AFTER_SECONDS = 1.0
+"""A per_user process with no request for this long may be stopped to make room for another user's."""
+_CLOSE_SECONDS = STOP_GRACE_SECONDS + KILL_GRACE_SECONDS + 3.0
+"""The longest :meth:`McpUpstreamBackend.aclose` waits for the processes to stop (their stop is bounded)."""
 
 _CAPABILITY_OF = {
     "tools/list": "tools",
@@ -132,17 +151,16 @@ class McpUpstreamBackend:
         self._spec = spec
         self.subscription_bus: SubscriptionBus | None = InMemorySubscriptionBus()
         self._task_group: anyio.abc.TaskGroup | None = None
-        self._client: Client | None = None
-        self._lost: anyio.Event | None = None
-        self._connecting = anyio.Lock()
-        self._retry_at = 0.0
-        self._retry_pause = _RETRY_FIRST_SECONDS
-        self._opened_at = 0.0
-        self._short_lived = 0
-        self._lists: dict[tuple[str, str | None], tuple[float, Any]] = {}
-        self._schemas: dict[str, Mapping[str, Any]] = {}
+        self._callers: dict[int, _Callers] = {}
+        """Each open upstream client's calls in flight, by ``id`` of the client (:func:`_caller_of`)."""
+        # The upstream clients by caller key (_caller_key): "" for the agent's one, the user's id per_user.
+        self._connections: dict[str, _Connection] = {}
+        # One event per connection task still running: set once its client (and process) is closed.
+        self._running: set[anyio.Event] = set()
         self._announced: dict[type, float] = {}
         self._closed = False
+        self._names = UpstreamNames.of(spec)
+        self._reported: set[str] = set()
 
     def has_method(self, method: str) -> bool:
         """Whether the upstream serves ``method``: by its capabilities once connected (every forwarded
@@ -150,7 +168,8 @@ class McpUpstreamBackend:
         capability = _CAPABILITY_OF.get(method)
         if capability is None:
             return False
-        client = self._client
+        conn = self._caller_connection()
+        client = None if conn is None else conn.client
         if client is None:
             return True
         capabilities = client.session.server_capabilities
@@ -165,12 +184,39 @@ class McpUpstreamBackend:
         self._task_group = task_group
 
     async def aclose(self) -> None:
-        """Close the upstream connection (a stdio upstream's process is stopped). Idempotent."""
+        """Close every upstream connection, and wait (bounded) until each stdio process is stopped: its stdin
+        closed, then its process group ended. Idempotent."""
         self._closed = True
-        lost = self._lost
-        self._client = None
-        if lost is not None:
-            lost.set()
+        for conn in list(self._connections.values()):
+            self._stop(conn)
+        running = list(self._running)
+        with anyio.move_on_after(_CLOSE_SECONDS, shield=True):
+            for stopped in running:
+                await stopped.wait()
+
+    @property
+    def _lists(self) -> dict[tuple[str, str | None], tuple[float, Any]]:
+        """The caller's connection's cached list pages: each keeps its own (per_user, each user's process may
+        list differently)."""
+        conn = self._caller_connection()
+        return {} if conn is None else conn.lists
+
+    @property
+    def _schemas(self) -> dict[str, Mapping[str, Any]]:
+        """The caller's connection's tool input schemas (as :attr:`_lists`)."""
+        conn = self._caller_connection()
+        return {} if conn is None else conn.schemas
+
+    def _caller_key(self) -> str | None:
+        """Which connection serves the caller: ``""``, the agent's one; per_user (stdio), the caller's user id
+        (None for an anonymous caller, which has none)."""
+        if self._spec.isolation != "per_user" or self._spec.command is None:
+            return ""
+        return current_principal().user_id
+
+    def _caller_connection(self) -> _Connection | None:
+        key = self._caller_key()
+        return None if key is None else self._connections.get(key)
 
     async def invoke(self, invocation: Invocation, on_delta: DeltaSink | None) -> str:
         raise AgentError("This agent has no message tool.")
@@ -185,6 +231,7 @@ class McpUpstreamBackend:
         """
         if method not in _CAPABILITY_OF:
             raise MCPError(METHOD_NOT_FOUND, "Method not found", data=method)
+        params = self._names.upstream_params(method, params)
         client = await self._connected()
         if not self.has_method(method):
             if method in _LISTS:  # the upstream has none: an empty list
@@ -226,18 +273,37 @@ class McpUpstreamBackend:
         with anyio.fail_after(self._spec.timeout_seconds):
             if method == "tools/list":
                 page: Any = await session.list_tools(params=paged)
-                if len(self._schemas) > _MAX_SCHEMAS:
-                    self._schemas.clear()
-                self._schemas.update({tool.name: tool.input_schema for tool in page.tools})
             elif method == "resources/list":
                 page = await session.list_resources(params=paged)
             elif method == "resources/templates/list":
                 page = await session.list_resource_templates(params=paged)
             else:
                 page = await session.list_prompts(params=paged)
+        page = self._selected(method, page)
+        if method == "tools/list":
+            if len(self._schemas) > _MAX_SCHEMAS:
+                self._schemas.clear()
+            self._schemas.update({tool.name: tool.input_schema for tool in page.tools})
         if len(self._lists) >= _MAX_CACHED_PAGES:  # cursors that differ every time: keep it bounded
             self._lists.clear()
         self._lists[key] = (now + LIST_CACHE_SECONDS, page)
+        return page
+
+    def _selected(self, method: str, page: Any) -> Any:
+        """``page`` as the agent shows it (:class:`~hivegate.backends.upstream_names.UpstreamNames`); an
+        upstream tool whose name is not a valid tool name is left out, with a warning (once per name)."""
+        page, invalid = self._names.select(method, page)
+        for name in invalid:
+            if name not in self._reported:
+                if len(self._reported) >= _MAX_SCHEMAS:
+                    self._reported.clear()
+                self._reported.add(name)
+                logger.warning(
+                    "agent %s: the upstream's tool %r is left out: not a valid MCP tool name%s",
+                    self._agent_id,
+                    name[:200],
+                    f" with the prefix {self._names.prefix!r}" if self._names.prefix else "",
+                )
         return page
 
     async def _call(
@@ -263,6 +329,9 @@ class McpUpstreamBackend:
             # upstream sends them all, and the caller's session keeps what its level lets through.
             meta[LOG_LEVEL_META_KEY] = "debug"
         token = _CALLER.set(ctx)
+        callers = self._callers.get(id(client))
+        if callers is not None:
+            callers[id(ctx)] = ctx
         try:
             if method == "tools/call":  # bounded by the agent's invoke timeout (the caller's), not timeout_seconds
                 if drive:
@@ -304,49 +373,113 @@ class McpUpstreamBackend:
                 return await session.send_request(request, types.CompleteResult)
         finally:
             _CALLER.reset(token)
+            if callers is not None:
+                callers.pop(id(ctx), None)
 
     async def _connected(self) -> Client:
-        client = self._client
-        if client is not None:
-            return client
-        async with self._connecting:
-            if self._client is not None:
-                return self._client
+        """The caller's upstream client (the agent's, or per_user the user's), opened when there is none (a
+        process started), unless the back-off after failures to open it is running."""
+        key = self._caller_key()
+        if key is None:
+            raise AgentServiceUnavailableError("this agent runs a process per user: an anonymous caller has none")
+        while True:
+            conn = self._connections.get(key)
+            if conn is not None and conn.client is not None:
+                conn.last_used = time.monotonic()
+                return conn.client
             if self._closed or self._task_group is None:
                 raise AgentServiceUnavailableError()
-            if time.monotonic() < self._retry_at:
-                raise AgentServiceUnavailableError()
-            try:
-                with anyio.fail_after(self._spec.timeout_seconds):
-                    client = await self._task_group.start(self._hold)
-            except Exception as exc:  # the upstream could not be reached, started or spoken to
-                self._retry_at = time.monotonic() + self._retry_pause
-                self._retry_pause = min(self._retry_pause * 2, _RETRY_MAX_SECONDS)
-                logger.warning(
-                    "agent %s: the upstream MCP server cannot be opened: %s", self._agent_id, failure_line(exc)
-                )
-                if isinstance(exc, TimeoutError):
-                    raise ServiceTimeoutError(self._spec.timeout_seconds) from None
-                raise AgentServiceUnavailableError() from None
-            self._retry_pause = _RETRY_FIRST_SECONDS
-            self._client, self._opened_at = client, time.monotonic()
-            return client
+            if conn is None:
+                self._prune()
+                conn = self._connections[key] = _Connection(key)
+            async with conn.connecting:
+                if self._connections.get(key) is not conn:  # stopped while this call waited: start over
+                    continue
+                if conn.client is not None:
+                    conn.last_used = time.monotonic()
+                    return conn.client
+                return await self._open(conn)
 
-    async def _hold(self, *, task_status: anyio.abc.TaskStatus[Client] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Open the upstream client, hand it over, and keep it open until it is lost or the backend closes
-        (one task enters and leaves it: its cancel scopes are that task's)."""
+    async def _open(self, conn: _Connection) -> Client:
+        """Open ``conn``'s client (its lock held), unless its back-off is running or there is no room."""
+        if self._closed or self._task_group is None or time.monotonic() < conn.retry_at:
+            raise AgentServiceUnavailableError()
+        self._make_room(conn)
+        try:
+            with anyio.fail_after(self._spec.timeout_seconds):
+                client = await self._task_group.start(self._hold, conn)
+        except Exception as exc:  # the upstream could not be reached, started or spoken to
+            conn.retry_at = time.monotonic() + conn.retry_pause
+            conn.retry_pause = min(conn.retry_pause * 2, _RETRY_MAX_SECONDS)
+            logger.warning("agent %s: the upstream MCP server cannot be opened: %s", self._agent_id, failure_line(exc))
+            if isinstance(exc, TimeoutError):
+                raise ServiceTimeoutError(self._spec.timeout_seconds) from None
+            raise AgentServiceUnavailableError() from None
+        finally:
+            conn.opening = False
+        if self._closed or self._connections.get(conn.key) is not conn:  # closed while it opened
+            if conn.lost is not None:
+                conn.lost.set()
+            raise AgentServiceUnavailableError()
+        conn.retry_pause = _RETRY_FIRST_SECONDS
+        conn.client = client
+        conn.opened_at = conn.last_used = time.monotonic()
+        return client
+
+    def _make_room(self, conn: _Connection) -> None:
+        """Count ``conn`` among the agent's processes; past ``max_processes``, stop the least recently used
+        idle one (no request in flight, none for :data:`_EVICTABLE_AFTER_SECONDS`), or refuse when all are
+        busy (``agent_service_unavailable``)."""
+        while True:
+            others = [c for c in self._connections.values() if c is not conn and (c.client is not None or c.opening)]
+            if len(others) < self._spec.max_processes:
+                conn.opening = True
+                return
+            now = time.monotonic()
+            idle = [c for c in others if c.client is not None and c.idle_for(now) >= _EVICTABLE_AFTER_SECONDS]
+            if not idle:
+                logger.warning(
+                    "agent %s: its %d upstream processes are all busy: one more is refused",
+                    self._agent_id,
+                    len(others),
+                )
+                raise AgentServiceUnavailableError()
+            victim = max(idle, key=lambda c: c.idle_for(now))
+            logger.info("agent %s: stopping its least recently used upstream process to make room", self._agent_id)
+            self._stop(victim)
+
+    def _prune(self) -> None:
+        """Let go of the restart state of connections that are down and not backing off, once there are many
+        (per_user: one per user who called)."""
+        if len(self._connections) < 2 * self._spec.max_processes:
+            return
+        now = time.monotonic()
+        for key, conn in list(self._connections.items()):
+            if conn.client is None and not conn.opening and not conn.connecting.locked() and conn.retry_at <= now:
+                del self._connections[key]
+
+    async def _hold(
+        self, conn: _Connection, *, task_status: anyio.abc.TaskStatus[Client] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Open the upstream client of ``conn``, hand it over, and keep it open until it is lost or stopped, or
+        the backend closes (one task enters and leaves it: its cancel scopes are that task's)."""
         lost = anyio.Event()
+        stopped = anyio.Event()
+        self._running.add(stopped)
         client: Client | None = None
         try:
             async with AsyncExitStack() as stack:
-                client = await stack.enter_async_context(self._client_for(stack))
+                client = await stack.enter_async_context(self._client_for(stack, conn))
                 keep_request_client_capabilities(client.session)
-                self._lost = lost
-                self._lists.clear()
+                conn.lost = lost
+                conn.lists.clear()
+                conn.schemas.clear()
                 task_status.started(client)
                 async with anyio.create_task_group() as tasks:
                     if client.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
                         tasks.start_soon(self._listen, client)
+                    if conn.transport is not None:
+                        tasks.start_soon(self._supervise, conn, client, conn.transport)
                     await lost.wait()
                     tasks.cancel_scope.cancel()
         except Exception as exc:
@@ -357,8 +490,51 @@ class McpUpstreamBackend:
             # the next request opens a new one.
             logger.warning("agent %s: the upstream MCP connection ended: %s", self._agent_id, failure_line(exc))
         finally:
-            if client is not None and self._client is client:
-                self._client = None
+            if client is not None and conn.client is client:
+                conn.client = None
+            self._running.discard(stopped)
+            stopped.set()
+
+    async def _supervise(self, conn: _Connection, client: Client, transport: StdioTransport) -> None:
+        """A stdio upstream's process: when it ends (it exited, or was cut off), its connection is lost at once
+        (the next call starts a new process, after the back-off); when it has had no request for
+        ``idle_stop_seconds``, it is stopped."""
+        idle_stop = self._spec.idle_stop_seconds
+        wait = idle_stop if idle_stop > 0 else math.inf
+        while True:
+            with anyio.move_on_after(wait):
+                await transport.ended.wait()
+            if conn.client is not client:
+                return
+            if transport.ended.is_set():
+                logger.warning(
+                    "agent %s: the stdio upstream (pid %s) ended%s",
+                    self._agent_id,
+                    transport.pid,
+                    "" if transport.cut_off is None else f": cut off ({transport.cut_off})",
+                )
+                self._forget(client)
+                return
+            idle_for = conn.idle_for(time.monotonic())
+            if idle_for >= idle_stop:
+                logger.info(
+                    "agent %s: the stdio upstream (pid %s) had no request for %.1f s: stopping it",
+                    self._agent_id,
+                    transport.pid,
+                    idle_for,
+                )
+                self._stop(conn)
+                return
+            wait = idle_stop - idle_for
+
+    def _stop(self, conn: _Connection) -> None:
+        """Let ``conn`` go and close its client (its process is stopped): the next request opens a new one, at
+        once (an idle or evicted process, or the backend closing)."""
+        if self._connections.get(conn.key) is conn:
+            del self._connections[conn.key]
+        conn.client = None
+        if conn.lost is not None:
+            conn.lost.set()
 
     async def _listen(self, client: Client) -> None:
         """A 2026-07-28 upstream's list changes, from its ``subscriptions/listen`` stream, become the agent's
@@ -382,40 +558,55 @@ class McpUpstreamBackend:
             await anyio.sleep(pause)
             pause = min(pause * 2, _RETRY_MAX_SECONDS)
 
-    def _client_for(self, stack: AsyncExitStack) -> Client:
+    def _client_for(self, stack: AsyncExitStack, conn: _Connection | None = None) -> Client:
         spec = self._spec
+        callers: _Callers = {}  # the calls in flight on this client (_call), for the upstream's requests and logs
+        stack.callback(lambda: self._callers.pop(id(client), None) if client is not None else None)
+        client: Client | None = None
         common: dict[str, Any] = {
             "mode": "auto",
             "cache": None,
             "message_handler": self._on_message,
             "read_timeout_seconds": None,
-            "sampling_callback": _ask_caller,
-            "elicitation_callback": _ask_caller,
-            "list_roots_callback": _ask_caller_for_roots,
-            "logging_callback": _log_to_caller,
+            "sampling_callback": functools.partial(_ask_caller, callers),
+            "elicitation_callback": functools.partial(_ask_caller, callers),
+            "list_roots_callback": functools.partial(_ask_caller_for_roots, callers),
+            "logging_callback": functools.partial(_log_to_caller, callers),
         }
         if spec.command is not None:
-            command, *args = spec.command
-            env = {**_minimal_env(), **spec.env}
-            # A byte that is not UTF-8 would end the SDK's stdio reader without closing the session (every
-            # later call would time out on a live child): it is replaced, and the line fails as JSON.
-            parameters = StdioServerParameters(command=command, args=args, env=env, encoding_error_handler="replace")
-            return Client(parameters, **common)
+            # hivegate's own stdio transport (bounded lines, stderr to the log, no orphan): stdio_upstream.
+            transport = StdioTransport(
+                spec.command,
+                env={**_minimal_env(), **spec.env},
+                agent_id=self._agent_id,
+                max_message_bytes=spec.max_result_bytes,
+            )
+            if conn is not None:
+                conn.transport = transport
+            client = Client(transport, **common)
+            self._callers[id(client)] = callers
+            return client
         headers = dict(spec.headers)
         if spec.bearer_env is not None:
             token = os.environ.get(spec.bearer_env)
             if not token:
                 raise AgentServiceUnavailableError(f"the environment variable {spec.bearer_env} is not set")
             headers["Authorization"] = f"Bearer {token}"
+        auth = None
+        if spec.oauth is not None:  # then neither bearer_env nor an Authorization header (the model)
+            auth = Httpx2UpstreamAuth(UpstreamCredentials(self._agent_id, oauth=spec.oauth))
         http = httpx2.AsyncClient(
             headers=headers,
+            auth=auth,
             timeout=httpx2.Timeout(spec.timeout_seconds),
             follow_redirects=False,
             transport=_LimitedTransport(spec.max_result_bytes),
         )
         stack.push_async_callback(http.aclose)
         assert spec.url is not None
-        return Client(streamable_http_client(spec.url, http_client=http), **common)
+        client = Client(streamable_http_client(spec.url, http_client=http), **common)
+        self._callers[id(client)] = callers
+        return client
 
     async def _on_message(self, message: Any) -> None:
         """The upstream's notifications: a list change drops the cached lists and is the agent's own."""
@@ -434,9 +625,11 @@ class McpUpstreamBackend:
             await self._announce(event)
 
     async def _announce(self, event: ToolsListChanged | PromptsListChanged | ResourcesListChanged) -> None:
-        """An upstream list change: the cached pages go, and the agent's listeners hear of it, at most once
-        a :data:`_CHANGE_COALESCE_SECONDS` per kind (a flood of notifications is one announcement)."""
-        self._lists.clear()
+        """An upstream list change: the cached pages go (every connection's: per_user, the change of one
+        user's process drops them all), and the agent's listeners hear of it, at most once a
+        :data:`_CHANGE_COALESCE_SECONDS` per kind (a flood of notifications is one announcement)."""
+        for conn in self._connections.values():
+            conn.lists.clear()
         now = time.monotonic()
         kind = type(event)
         if now - self._announced.get(kind, -_CHANGE_COALESCE_SECONDS) < _CHANGE_COALESCE_SECONDS:
@@ -448,15 +641,62 @@ class McpUpstreamBackend:
     def _forget(self, client: Client) -> None:
         """The connection of ``client`` failed (a stdio upstream crashed): the next request opens a new one,
         at once the first time; when the new one fails too within :data:`_SHORT_LIVED_SECONDS`, after a
-        back-off that doubles (1 s to 30 s), so a process that dies at once is not restarted by every call."""
-        if self._client is client:
-            self._client = None
-            now = time.monotonic()
-            self._short_lived = self._short_lived + 1 if now - self._opened_at < _SHORT_LIVED_SECONDS else 0
-            if self._short_lived > 1:  # the process it was restarted into died young too
-                self._retry_at = now + min(_RETRY_FIRST_SECONDS * 2 ** (self._short_lived - 2), _RETRY_MAX_SECONDS)
-            if self._lost is not None:
-                self._lost.set()
+        back-off that doubles (1 s to 30 s), so a process that dies at once is not restarted by every call.
+        Each connection (per_user: each user's) has its own back-off."""
+        conn = next((c for c in self._connections.values() if c.client is client), None)
+        if conn is None:
+            return
+        conn.client = None
+        now = time.monotonic()
+        conn.short_lived = conn.short_lived + 1 if now - conn.opened_at < _SHORT_LIVED_SECONDS else 0
+        if conn.short_lived > 1:  # the process it was restarted into died young too
+            conn.retry_at = now + min(_RETRY_FIRST_SECONDS * 2 ** (conn.short_lived - 2), _RETRY_MAX_SECONDS)
+        if conn.lost is not None:
+            conn.lost.set()
+
+
+class _Connection:
+    """One upstream client of an agent (per_user: of one user) and its restart state, which outlives it."""
+
+    __slots__ = (
+        "client",
+        "connecting",
+        "key",
+        "last_used",
+        "lists",
+        "lost",
+        "opened_at",
+        "opening",
+        "retry_at",
+        "retry_pause",
+        "schemas",
+        "short_lived",
+        "transport",
+    )
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.client: Client | None = None
+        self.transport: StdioTransport | None = None
+        self.lost: anyio.Event | None = None
+        self.connecting = anyio.Lock()
+        self.opening = False
+        self.retry_at = 0.0
+        self.retry_pause = _RETRY_FIRST_SECONDS
+        self.opened_at = 0.0
+        self.short_lived = 0
+        self.last_used = time.monotonic()
+        self.lists: dict[tuple[str, str | None], tuple[float, Any]] = {}
+        self.schemas: dict[str, Mapping[str, Any]] = {}
+
+    def idle_for(self, now: float) -> float:
+        """Seconds since its last request or answer (0 while a request to a stdio process is in flight)."""
+        transport = self.transport
+        if transport is None:
+            return now - self.last_used
+        if transport.busy:
+            return 0.0
+        return now - max(self.last_used, transport.last_active)
 
 
 class ResultTooLargeError(httpx2.ReadError):
@@ -509,14 +749,30 @@ _LIST_KEYS = {
 _CALLER: ContextVar[ServerRequestContext[Any, Any] | None] = ContextVar("hivegate_upstream_caller", default=None)
 """The request whose upstream call is running in this task (the input-required driver runs in it)."""
 
+_Callers = dict[int, ServerRequestContext[Any, Any]]
+"""The calls in flight on one upstream client, by ``id`` of their request context."""
 
-async def _ask_caller(context: ClientRequestContext, params: Any) -> Any:
+
+def _caller_of(callers: _Callers) -> ServerRequestContext[Any, Any] | None:
+    """Whom an upstream's request or log message is for: the call running in this task; else (the SDK
+    hands a stdio upstream's messages to its callbacks from its reader task, where no call runs, and
+    stdio carries no request id with them) the only call in flight on that client. With two or more in
+    flight it cannot be told whose it is: nobody gets it (a log message is dropped, a request declined),
+    so one caller never sees what belongs to another."""
+    caller = _CALLER.get()
+    if caller is None and len(callers) == 1:
+        caller = next(iter(callers.values()))
+    return caller
+
+
+async def _ask_caller(callers: _Callers, context: ClientRequestContext, params: Any) -> Any:
     """An upstream's sampling or elicitation request, asked of the caller whose call it belongs to.
 
-    Only a question embedded in an ``InputRequiredResult`` is asked in the calling task; one the upstream
-    sends on its own (a handshake-era server's request outside any call of this task) has no caller to
-    go to, and is declined."""
-    caller = _CALLER.get()
+    A question embedded in an ``InputRequiredResult`` is asked in the calling task; one the upstream
+    sends on its own (a handshake-era server's request, which the SDK hands over outside the call's task)
+    goes to the only call in flight on that client, and is declined when there is none or more than one
+    (:func:`_caller_of`)."""
+    caller = _caller_of(callers)
     if caller is None:
         return types.ErrorData(code=types.INVALID_REQUEST, message="the gateway has no caller to ask")
     try:
@@ -530,10 +786,10 @@ async def _ask_caller(context: ClientRequestContext, params: Any) -> Any:
         return exc.error
 
 
-async def _log_to_caller(params: types.LoggingMessageNotificationParams) -> None:
-    """An upstream's log message for a call, relayed to that call's caller (when it arrives in the call's
-    task; a message without a caller to go to is dropped)."""
-    caller = _CALLER.get()
+async def _log_to_caller(callers: _Callers, params: types.LoggingMessageNotificationParams) -> None:
+    """An upstream's log message for a call, relayed to that call's caller (:func:`_caller_of`; a message
+    without one caller to go to is dropped)."""
+    caller = _caller_of(callers)
     if caller is not None:
         # Deprecated as of 2026-07-28 (SEP-2577), the handshake era's way still: the session applies the
         # caller's level (logging/setLevel, or its request's opt-in).
@@ -542,9 +798,9 @@ async def _log_to_caller(params: types.LoggingMessageNotificationParams) -> None
         )
 
 
-async def _ask_caller_for_roots(context: ClientRequestContext) -> Any:
+async def _ask_caller_for_roots(callers: _Callers, context: ClientRequestContext) -> Any:
     """An upstream's ``roots/list``, asked of the caller (as :func:`_ask_caller`)."""
-    caller = _CALLER.get()
+    caller = _caller_of(callers)
     if caller is None:
         return types.ErrorData(code=types.INVALID_REQUEST, message="the gateway has no caller to ask")
     try:

@@ -153,6 +153,14 @@ class AgentHandlers:
         method, result field, result model) that ``identity`` does not already name, paged by cursor."""
         method, key, model = listing
         extra = await self._backend_list(ctx, view, method, key, model)
+        hidden = sorted({identity(item) for item in own} & {identity(item) for item in extra})
+        if hidden:  # the agent's own item wins (the agents file is refused when it can tell: AgentSpec)
+            logger.warning(
+                "agent %s: the backend's %s items %s are hidden behind the agent's own of the same name",
+                view.spec.id,
+                method,
+                hidden[:20],
+            )
         return self._page(view, method, _merge(own, extra, identity), params.cursor if params else None)
 
     # -- tools -------------------------------------------------------------------------
