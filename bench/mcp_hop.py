@@ -2,6 +2,7 @@
 upstream SDK server, in one run.
 
     python bench/mcp_hop.py [--rounds 3] [--duration 5] [--connections 1,16] [--out bench/results/NAME.json]
+                            [--fastmcp-python .bench-fastmcp/bin/python]
 
 Starts the bare official-SDK echo server (``bench/sdk_echo_server.py``: ``MCPServer``, JSON responses,
 uvicorn with uvloop and httptools) and ``hivegate serve`` on a SQLite database in a temporary folder,
@@ -12,6 +13,12 @@ response checked) runs the same 2026-07-28 ``tools/call echo("hello")`` against 
 and through the gateway, one after the other. Reported: req/s, p50 and p99 of each, and what the
 gateway adds (through minus direct) per round and as the median over the rounds. Target (issue 11):
 at most 1 ms added at p50 and 2 ms at p99, at 1 and at 16 connections.
+
+With ``--fastmcp-python`` (the Python of a separate virtual environment holding FastMCP 4.1.6:
+``python3 -m venv .bench-fastmcp && .bench-fastmcp/bin/pip install fastmcp==4.1.6``), FastMCP's proxy
+(``bench/fastmcp_proxy.py``: ``create_proxy``) runs in front of the same SDK server and is measured in
+the same rounds, for comparison. It speaks the handshake era only: its ``tools/call`` runs in one
+session (``initialize`` first), as a 2025-11-25 client's would.
 
 Loopback only; bounded (every run has a duration, every wait a timeout). Both servers and wrk share
 this machine's cores (no pinning): run it on a quiet machine, and read the per-round figures.
@@ -40,6 +47,8 @@ BODY = (
     ',"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello"},'
     f'"_meta":{{"io.modelcontextprotocol/protocolVersion":"{MODERN}","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}'
 )
+LEGACY = "2025-11-25"
+LEGACY_BODY = ',"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello"}}}'
 HEADERS = [
     "Accept: application/json, text/event-stream",
     "Content-Type: application/json",
@@ -106,14 +115,19 @@ def cli(env: dict[str, str], database_url: str, *args: str, stdin: str = "") -> 
     return done.stdout
 
 
-def wrk(url: str, connections: int, duration: int, auth: str | None) -> dict[str, Any]:
-    """One ``wrk`` run of the tools/call against ``url``; its BENCH_JSON summary."""
+def wrk(url: str, connections: int, duration: int, auth: str | None, session: str | None = None) -> dict[str, Any]:
+    """One ``wrk`` run of the tools/call against ``url`` (the 2026-07-28 wire; in the handshake-era
+    ``session`` when given); its BENCH_JSON summary."""
     binary = shutil.which("wrk")
     if binary is None:
         raise BenchError("wrk is not installed (apt-get install wrk)")
     env = {**os.environ, **({"MCP_BENCH_HEADER": f"Authorization: {auth}"} if auth else {})}
     argv = [binary, "-t1", f"-c{connections}", f"-d{duration}s", "--timeout", "10s", "--latency"]
-    argv += ["-s", str(BENCH / "wrk" / "mcp.lua"), url, "--", '"text":"hello"', BODY, *HEADERS]
+    if session is None:
+        argv += ["-s", str(BENCH / "wrk" / "mcp.lua"), url, "--", '"text":"hello"', BODY, *HEADERS]
+    else:
+        legacy = [HEADERS[0], HEADERS[1], f"MCP-Protocol-Version: {LEGACY}", f"Mcp-Session-Id: {session}"]
+        argv += ["-s", str(BENCH / "wrk" / "mcp.lua"), url, "--", '"text":"hello"', LEGACY_BODY, *legacy]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=duration + 60, check=False)
     for line in done.stdout.splitlines():
         if line.startswith("BENCH_JSON "):
@@ -124,12 +138,49 @@ def wrk(url: str, connections: int, duration: int, auth: str | None) -> dict[str
     raise BenchError(f"wrk printed no summary for {url}:\n{done.stdout}\n{done.stderr}")
 
 
+def legacy_session(url: str) -> str:
+    """A handshake-era session at ``url`` (``initialize``, then ``notifications/initialized``); its id."""
+    import httpx  # the bench's own venv has it (hivegate's dependencies)
+
+    accept = {"Accept": "application/json, text/event-stream"}
+    hello = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "mcp_hop", "version": "1"}}
+    deadline = time.monotonic() + START_SECONDS
+    while True:
+        try:
+            answer = httpx.post(
+                url,
+                json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello},
+                headers=accept,
+                timeout=10,
+            )
+            break
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise BenchError(f"no answer to initialize from {url}") from None
+            time.sleep(0.2)
+    session = answer.headers.get("mcp-session-id")
+    if answer.status_code != 200 or not session:
+        raise BenchError(f"initialize at {url} failed: {answer.status_code} {answer.text[:300]}")
+    headers = {**accept, "Mcp-Session-Id": session, "MCP-Protocol-Version": LEGACY}
+    httpx.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers, timeout=10)
+    return str(session)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
     parser.add_argument("--connections", default="1,16")
     parser.add_argument("--out", default=str(BENCH / "results" / "mcp-hop-latest.json"))
+    parser.add_argument("--fastmcp-python", help="a Python with fastmcp 4.1.6: its proxy is measured too")
     args = parser.parse_args()
     counts = [int(c) for c in args.connections.split(",")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(BENCH)]), "NO_COLOR": "1"}
@@ -140,6 +191,7 @@ def main() -> int:
             [sys.executable, str(BENCH / "sdk_echo_server.py"), "0"], "sdk listening on ", env
         )
         gateway = None
+        proxy = None
         try:
             database_url = f"sqlite+aiosqlite:///{folder}/gate.db"
             cli(env, database_url, "users", "create", "bench", "--password-stdin", stdin="bench password\n")
@@ -155,11 +207,22 @@ def main() -> int:
             gateway, gateway_url = start(serve, "hivegate listening on ", env)
             wrk(f"{gateway_url}/fed/mcp", 1, 1, f"Bearer {key}")  # warm: the upstream client opens
             wrk(f"{upstream_url}/mcp", 1, 1, None)
+            proxy_url = session = None
+            if args.fastmcp_python:
+                port = free_port()
+                proxy, _ = start(
+                    [args.fastmcp_python, str(BENCH / "fastmcp_proxy.py"), f"{upstream_url}/mcp", str(port)],
+                    "fastmcp-proxy listening on ",
+                    {k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+                )
+                proxy_url = f"http://127.0.0.1:{port}/mcp"
+                session = legacy_session(proxy_url)
+                wrk(proxy_url, 1, 1, None, session)
             for connections in counts:
                 for round_ in range(1, args.rounds + 1):
                     direct = wrk(f"{upstream_url}/mcp", connections, args.duration, None)
                     through = wrk(f"{gateway_url}/fed/mcp", connections, args.duration, f"Bearer {key}")
-                    row = {
+                    row: dict[str, Any] = {
                         "connections": connections,
                         "round": round_,
                         "direct": _figures(direct),
@@ -167,6 +230,14 @@ def main() -> int:
                     }
                     row["added_p50_ms"] = round(row["through"]["p50_ms"] - row["direct"]["p50_ms"], 3)
                     row["added_p99_ms"] = round(row["through"]["p99_ms"] - row["direct"]["p99_ms"], 3)
+                    if proxy_url is not None:
+                        fastmcp = _figures(wrk(proxy_url, connections, args.duration, None, session))
+                        row["fastmcp"] = fastmcp
+                        print(
+                            f"c={connections:<3} round {round_}: FastMCP proxy {fastmcp['rps']:>8,.1f} req/s "
+                            f"p50 {fastmcp['p50_ms']:.2f} p99 {fastmcp['p99_ms']:.2f} ms",
+                            flush=True,
+                        )
                     rows.append(row)
                     print(
                         f"c={connections:<3} round {round_}: direct {row['direct']['rps']:>8,.0f} req/s "
@@ -177,6 +248,8 @@ def main() -> int:
                         flush=True,
                     )
         finally:
+            if proxy is not None:
+                stop(proxy)
             if gateway is not None:
                 stop(gateway)
             stop(upstream)
@@ -189,6 +262,16 @@ def main() -> int:
             "direct_rps_median": round(statistics.median(r["direct"]["rps"] for r in mine)),
             "through_rps_median": round(statistics.median(r["through"]["rps"] for r in mine)),
         }
+        if all("fastmcp" in r for r in mine) and mine:
+            summary[str(connections)]["fastmcp_rps_median"] = round(
+                statistics.median(r["fastmcp"]["rps"] for r in mine), 1
+            )
+            summary[str(connections)]["fastmcp_p50_ms_median"] = round(
+                statistics.median(r["fastmcp"]["p50_ms"] for r in mine), 2
+            )
+            summary[str(connections)]["fastmcp_p99_ms_median"] = round(
+                statistics.median(r["fastmcp"]["p99_ms"] for r in mine), 2
+            )
         got = summary[str(connections)]
         met = got["added_p50_ms_median"] <= 1.0 and got["added_p99_ms_median"] <= 2.0
         print(
