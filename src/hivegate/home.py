@@ -23,6 +23,10 @@ DOCS = (
     ("docs/auth.md", "users, API keys, OAuth, connecting clients"),
     ("docs/protocol-support.md", "what each MCP revision gets, errors"),
     ("docs/security.md", "threat model and limits"),
+    ("docs/backends.md", "what stands behind an agent: python, a remote A2A agent, an upstream MCP server"),
+    ("docs/a2a.md", "the A2A plane: agent cards, SendMessage, tasks"),
+    ("docs/rest.md", "REST invoke, files, conversations"),
+    ("docs/calls.md", "the call contract: conversations, idempotency keys, attachments, rate limits"),
 )
 """The guides shipped in the hivegate source tree (the gateway does not serve them)."""
 
@@ -75,6 +79,11 @@ class HomePage:
                 "agent_mcp": f"{base}/{{agentId}}/mcp",
                 "agent_mcp_alias": f"{base}/agents/{{agentId}}/mcp",
                 "user_mcp": f"{base}/mcp",
+                "agent_card": f"{base}/{{agentId}}/.well-known/agent-card.json",
+                "agent_a2a": f"{base}/{{agentId}}/a2a",
+                "gateway_card": f"{base}/.well-known/agent-card.json",
+                "agent_invoke": f"{base}/{{agentId}}/v1/invoke",
+                "api": f"{base}/api/v1/{{files,conversations}}",
                 "authorization_server_metadata": f"{base}/.well-known/oauth-authorization-server",
                 "protected_resource_metadata": [
                     f"{base}/.well-known/oauth-protected-resource/mcp",
@@ -98,6 +107,11 @@ class HomePage:
             ("MCP endpoint of one agent (both protocol eras)", e["agent_mcp"]),
             ("the same, alias", e["agent_mcp_alias"]),
             ("MCP endpoint of all the agents your credential reaches", e["user_mcp"]),
+            ("A2A agent card of one agent", e["agent_card"]),
+            ("A2A endpoint of one agent (JSON-RPC and HTTP+JSON)", e["agent_a2a"]),
+            ("the gateway's own agent card", e["gateway_card"]),
+            ("REST invoke of one agent (JSON or SSE)", e["agent_invoke"]),
+            ("REST API: files, conversations", e["api"]),
             ("OAuth authorization server metadata (RFC 8414)", e["authorization_server_metadata"]),
             *(("OAuth protected-resource metadata (RFC 9728)", url) for url in e["protected_resource_metadata"]),
             ("liveness", e["healthz"]),
