@@ -24,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp.shared.message import SessionMessage
 
+from hivegate.backends.base import failure_line
 from hivegate.backends.stdio_upstream import (
     KILL_GRACE_SECONDS,
     LOG_LINES_PER_SECOND,
@@ -256,6 +257,17 @@ async def test_a_child_that_exits_on_eof_is_stopped_at_once() -> None:
 
 
 async def test_a_program_that_does_not_exist_fails_to_open() -> None:
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError) as raised:
         async with StdioTransport(["/nonexistent/program"], env=ENV, agent_id="t1"):
             pass
+    line = failure_line(raised.value)  # what the log says: the program and where it was looked for
+    assert "'/nonexistent/program'" in line
+    assert f"working directory {os.getcwd()}" in line
+
+
+def test_the_log_line_of_a_task_groups_failure_names_its_cause() -> None:
+    cause = ConnectionRefusedError(111, "Connection refused")
+    nested = BaseExceptionGroup("unhandled errors in a TaskGroup", [ExceptionGroup("inner", [cause])])
+    assert failure_line(nested) == "ConnectionRefusedError: [Errno 111] Connection refused"
+    two = ExceptionGroup("unhandled errors in a TaskGroup", [cause, ValueError("x")])
+    assert failure_line(two).startswith("ExceptionGroup: unhandled errors in a TaskGroup")

@@ -149,6 +149,11 @@ class Backend(Protocol):
 
 
 def failure_line(exc: BaseException) -> str:
-    """``exc`` as one line for the server log: its type and the first line of its text (300 characters)."""
+    """``exc`` as one line for the server log: its type and the first line of its text (300 characters).
+
+    An exception group of one exception (what a task group raises) is that exception, so the line names
+    the cause (an HTTP 404, a refused connection), not "unhandled errors in a TaskGroup"."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__

@@ -233,17 +233,23 @@ class StdioTransport:
 
     @asynccontextmanager
     async def _run(self) -> AsyncGenerator[TransportStreams]:
-        process = await asyncio.create_subprocess_exec(
-            *self._command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self._env,
-            cwd=self._cwd,
-            start_new_session=True,
-            preexec_fn=_die_with_parent(),
-            limit=_READ_BYTES,
-        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *self._command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=self._env,
+                cwd=self._cwd,
+                start_new_session=True,
+                preexec_fn=_die_with_parent(),
+                limit=_READ_BYTES,
+            )
+        except OSError as exc:  # the program is missing or not executable: say which, and from where
+            where = self._cwd or os.getcwd()
+            raise OSError(
+                exc.errno, f"cannot run {self._command[0]!r} (working directory {where}): {exc.strerror}"
+            ) from None
         # Started: no await before the task group and its shielded stop, or a cancellation here would
         # leave the child running.
         self._process, self.pid = process, process.pid
