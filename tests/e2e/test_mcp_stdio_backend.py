@@ -11,6 +11,7 @@ stderr is in the gateway's log with the agent id. Each agent's children are told
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -186,6 +187,7 @@ async def test_one_child_serves_every_call_and_is_started_again_after_a_crash(wo
                 "add",
                 "big",
                 "crash",
+                "descriptors",
                 "flood",
                 "garbage",
                 "leak_env",
@@ -459,3 +461,16 @@ backend = {{ type = "mcp", url = "{url}/mcp" }}
         upstream.wait(timeout=10)
         if upstream.stdout is not None:
             upstream.stdout.close()
+
+
+async def test_a_child_holds_no_descriptor_of_the_gateway(world: World) -> None:
+    """A stdio child gets its stdin, stdout and stderr only: not the gateway's listening socket (from which
+    it could accept other callers' requests, credentials included) nor other children's pipes. The
+    gateway runs on uvloop, whose spawn ignores ``close_fds`` (found by the attack trial)."""
+    with anyio.fail_after(TIMEOUT):
+        async with client_of(world) as client, client_of(world, agent="mine") as other:
+            await other.call_tool("whoami", {})  # a second child, started while the first may run
+            held = json.loads(text(await client.call_tool("descriptors", {})))
+            held_other = json.loads(text(await other.call_tool("descriptors", {})))
+    assert held == {"listening": 0, "stdio_copies": 0}, held
+    assert held_other == {"listening": 0, "stdio_copies": 0}, held_other

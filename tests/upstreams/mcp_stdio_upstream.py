@@ -24,6 +24,8 @@ apart).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import sys
 import time
@@ -39,6 +41,29 @@ WIRE = os.dup(1)
 @server.tool(description=f"The server process's pid and greeting (pid={os.getpid()}).")
 def whoami() -> str:
     return f"pid={os.getpid()} greeting={os.environ.get('UPSTREAM_GREETING', '')}"
+
+
+@server.tool(
+    description="What this process holds beyond its own: listening TCP sockets, and copies of its stdin/stdout."
+)
+def descriptors() -> str:
+    listening = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table, encoding="ascii") as rows:
+            for row in list(rows)[1:]:
+                fields = row.split()
+                if fields[3] == "0A":  # LISTEN
+                    listening.add(fields[9])
+    stdio = {os.readlink(f"/proc/self/fd/{fd}") for fd in (0, 1)}
+    held, copies = 0, 0
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{name}")
+            if target.startswith("socket:[") and target[8:-1] in listening:
+                held += 1
+            if int(name) > 2 and target in stdio:
+                copies += 1
+    return json.dumps({"listening": held, "stdio_copies": copies})
 
 
 @server.tool(description="The sum of a and b.")

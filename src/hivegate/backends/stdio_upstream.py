@@ -465,15 +465,39 @@ def _prctl() -> Callable[..., int] | None:
 
 
 def _die_with_parent() -> Callable[[], None] | None:
-    """A ``preexec_fn`` that asks the kernel to SIGKILL the child when the gateway dies (Linux), or None."""
-    prctl = _prctl()
-    if prctl is None:
+    """A ``preexec_fn`` (POSIX; None elsewhere) that keeps the child to its own stdin, stdout and stderr
+    and, on Linux, asks the kernel to SIGKILL it when the gateway dies.
+
+    Every other descriptor of the gateway is marked close-on-exec in the child: uvloop's spawn ignores
+    ``close_fds``, so without this the child inherited the gateway's listening socket (it could accept
+    other callers' requests, credentials included, or shut the socket down) and the pipes of the other
+    children (another user's, under ``per_user``), and a child that closed its stdout was not noticed
+    (its inherited copy kept the pipe open).
+    """
+    if os.name != "posix":
         return None
+    prctl = _prctl()
     parent = os.getpid()
 
     def arm() -> None:  # runs in the child, between fork and exec
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # the gateway died before the request took effect
-            os.kill(os.getpid(), signal.SIGKILL)
+        _close_on_exec_beyond_stdio()
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:  # the gateway died before the request took effect
+                os.kill(os.getpid(), signal.SIGKILL)
 
     return arm
+
+
+def _close_on_exec_beyond_stdio() -> None:
+    """Mark every open descriptor above 2 close-on-exec (in a child before its exec): the program run
+    gets stdin, stdout and stderr only (descriptors set up as 0-2 after this are copies, not affected)."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:  # no /proc: the descriptors up to the soft limit, at most 65,536
+        names = [str(fd) for fd in range(3, min(os.sysconf("SC_OPEN_MAX"), 65536))]
+    for name in names:
+        fd = int(name)
+        if fd > 2:
+            with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+                os.set_inheritable(fd, False)

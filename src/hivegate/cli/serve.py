@@ -97,6 +97,7 @@ async def _serve(settings: Settings) -> int:
     except BaseException:
         await storage.close()
         raise
+    sock.set_inheritable(False)  # one process serves it: no child (a stdio upstream) may hold it
     return await serve_gateway(settings, [sock], storage=storage)
 
 
