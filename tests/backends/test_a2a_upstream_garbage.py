@@ -6,18 +6,20 @@ that the a2a-sdk's protobuf parser rejects, a card naming another origin, a toke
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 import httpx
 import pytest
+from a2a.types import Part
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hivegate.agents.model import A2ABackendSpec
 from hivegate.auth.principal import CredentialKind, Principal
-from hivegate.backends.a2a import A2ABackend, reply_text
+from hivegate.backends.a2a import A2ABackend, reply_parts, reply_text
 from hivegate.backends.base import Invocation
 from hivegate.errors import AgentServiceUnavailableError
 
@@ -177,3 +179,21 @@ async def test_parsing_a_heavy_reply_does_not_hold_up_the_gateways_loop() -> Non
     assert reply.startswith("[data, ")  # too big to render: described
     assert took > 0.3, f"the reply parsed in {took:.2f} s: too light to show anything"
     assert max(gaps) < took / 3, (max(gaps), took)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300), st.text(max_size=80), st.text(max_size=80), st.booleans())
+def test_what_an_upstream_says_of_a_file_is_cleaned(name: str, media_type: str, url: str, link: bool) -> None:
+    """From the attack trial: an upstream's file name, media type and link reached MCP content, REST and
+    the reply text as they were (line breaks, escapes, bidirectional overrides, ``file:`` links)."""
+    part = (
+        Part(url=url, filename=name, media_type=media_type)
+        if link
+        else Part(raw=b"x", filename=name, media_type=media_type)
+    )
+    (converted,) = reply_parts([part])
+    for shown in (converted.name or "", converted.media_type or "", converted.uri or "", converted.text):
+        assert not any(unicodedata.category(c) in ("Cc", "Cf") for c in shown), repr(shown)
+    assert len(converted.name or "") <= 255
+    if converted.uri is not None:
+        assert converted.uri.lower().startswith(("http://", "https://"))

@@ -57,6 +57,9 @@ def test_malformed_requests_are_answered_and_not_logged_with_tracebacks(gateway:
         answer = _post(gateway, body)
         assert answer.status_code == 200, answer.text
         assert answer.json()["error"]["code"] in (-32600, -32602), answer.text
+    wrong_version = {**HEADERS, "A2A-Version": "9" * 3000}  # the SDK's version check echoed it in a WARNING
+    refused = httpx.post(f"{gateway.url}/echo/a2a", json=MALFORMED[0], headers=wrong_version, timeout=10)
+    assert "error" in refused.json(), refused.text
     ok = _post(
         gateway,
         {
@@ -70,6 +73,7 @@ def test_malformed_requests_are_answered_and_not_logged_with_tracebacks(gateway:
     logged = gateway.output()
     assert "Traceback" not in logged, logged
     assert "Failed to parse" not in logged, logged
+    assert "999999" not in logged, logged
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -85,11 +85,18 @@ from hivegate.storage.tasks import GatewayTaskStore, check_context_id
 class _CallerInputLogFilter(logging.Filter):
     """The a2a-sdk's JSON-RPC dispatcher logs a caller's malformed request (a field of the wrong type, a
     body that is not JSON-RPC) as an ERROR with its traceback, some 35 lines each, and every error answer
-    (an unknown task too) as a WARNING echoing what the caller sent: anyone who can reach an agent's A2A
+    (an unknown task too) as a WARNING echoing what the caller sent; its version check logs every
+    request's unsupported ``A2A-Version`` header, whatever its length, as a WARNING: anyone who can reach an agent's A2A
     endpoint could fill the server log. The caller gets its JSON-RPC error all the same; the log gets
     one DEBUG line instead. Internal errors (-32603, logged at ERROR) are kept."""
 
-    QUIET = frozenset({"Failed to parse request params", "Failed to validate base JSON-RPC request"})
+    QUIET = frozenset(
+        {
+            "Failed to parse request params",
+            "Failed to validate base JSON-RPC request",
+            "Version mismatch: actual='%s', expected='%s'",  # the caller's A2A-Version header, echoed
+        }
+    )
     ANSWERED = "Request Error (ID: %s): Code=%s, Message='%s'%s"
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -106,7 +113,8 @@ class _CallerInputLogFilter(logging.Filter):
 
 
 _logger = logging.getLogger(__name__)
-logging.getLogger("a2a.server.routes.jsonrpc_dispatcher").addFilter(_CallerInputLogFilter())
+for _name in ("a2a.server.routes.jsonrpc_dispatcher", "a2a.utils.version_validator"):
+    logging.getLogger(_name).addFilter(_CallerInputLogFilter())
 
 __all__ = ["A2AEndpoint"]
 

@@ -45,7 +45,9 @@ import asyncio
 import base64
 import concurrent.futures
 import logging
+import re
 import threading
+import unicodedata
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
@@ -280,14 +282,35 @@ class _Reply:
         return Reply(converted) if any(part.kind != "text" for part in converted) else render_parts(converted)
 
 
+_MEDIA_TYPE = re.compile(
+    r"[A-Za-z0-9][\w!#$&^.+-]{0,126}/[A-Za-z0-9][\w!#$&^.+-]{0,126}"
+    r"""(\s*;\s*[\w!#$&^.+-]{1,64}=("[^"\x00-\x1f\x7f]{0,256}"|[\w!#$&^.+-]{1,256})){0,8}"""
+)
+"""A media type (RFC 6838 §4.2 names, RFC 9110 §8.3.1 parameters): what a file part's may be."""
+MAX_FILE_NAME_CHARS = 255
+
+
+def _file_name(name: str) -> str | None:
+    """An upstream file part's name as the planes show it: control and format characters (line breaks,
+    escapes, bidirectional overrides) left out, at most :data:`MAX_FILE_NAME_CHARS` characters."""
+    kept = "".join(c for c in name if unicodedata.category(c) not in ("Cc", "Cf"))[:MAX_FILE_NAME_CHARS]
+    return kept or None
+
+
 def reply_parts(parts: list[Part] | Any) -> tuple[ReplyPart, ...]:
     """A2A ``parts`` as reply parts: text and files as they are, data as its JSON value (one larger than
     :data:`MAX_RENDERED_DATA_BYTES` is described in a text part instead: turning it into Python values
-    costs per value). A part with no content is left out."""
+    costs per value). A part with no content is left out.
+
+    What the upstream says of a file is checked, as it reaches MCP content, REST and the reply text: a
+    name loses its control characters (:func:`_file_name`), a media type that is not one is dropped,
+    and a link other than ``http``/``https`` (``file:``, ``javascript:``) is not passed on: a text part
+    names it instead."""
     out: list[ReplyPart] = []
     for part in parts:
         kind = part.WhichOneof("content")
-        name, media_type = part.filename or None, part.media_type or None
+        name = _file_name(part.filename) if part.filename else None
+        media_type = part.media_type if part.media_type and _MEDIA_TYPE.fullmatch(part.media_type) else None
         if kind == "text":
             out.append(ReplyPart("text", text=part.text))
         elif kind == "data":
@@ -299,7 +322,10 @@ def reply_parts(parts: list[Part] | Any) -> tuple[ReplyPart, ...]:
         elif kind == "raw":
             out.append(ReplyPart("file", content=part.raw, name=name, media_type=media_type))
         elif kind == "url":
-            out.append(ReplyPart("file", uri=part.url, name=name, media_type=media_type))
+            if part.url.lower().startswith(("http://", "https://")) and _file_name(part.url) == part.url:
+                out.append(ReplyPart("file", uri=part.url, name=name, media_type=media_type))
+            else:
+                out.append(ReplyPart("text", text=f"[file {name or 'file'}: a link that is not http(s), not shown]"))
     return tuple(out)
 
 

@@ -331,7 +331,7 @@ class McpUpstreamBackend:
         token = _CALLER.set(ctx)
         callers = self._callers.get(id(client))
         if callers is not None:
-            callers[id(ctx)] = ctx
+            callers.enter(ctx, current_principal().user_id)
         try:
             if method == "tools/call":  # bounded by the agent's invoke timeout (the caller's), not timeout_seconds
                 if drive:
@@ -374,7 +374,7 @@ class McpUpstreamBackend:
         finally:
             _CALLER.reset(token)
             if callers is not None:
-                callers.pop(id(ctx), None)
+                callers.calls.pop(id(ctx), None)
 
     async def _connected(self) -> Client:
         """The caller's upstream client (the agent's, or per_user the user's), opened when there is none (a
@@ -560,7 +560,7 @@ class McpUpstreamBackend:
 
     def _client_for(self, stack: AsyncExitStack, conn: _Connection | None = None) -> Client:
         spec = self._spec
-        callers: _Callers = {}  # the calls in flight on this client (_call), for the upstream's requests and logs
+        callers = _Callers()  # the calls in flight on this client (_call), for the upstream's requests and logs
         stack.callback(lambda: self._callers.pop(id(client), None) if client is not None else None)
         client: Client | None = None
         common: dict[str, Any] = {
@@ -749,19 +749,36 @@ _LIST_KEYS = {
 _CALLER: ContextVar[ServerRequestContext[Any, Any] | None] = ContextVar("hivegate_upstream_caller", default=None)
 """The request whose upstream call is running in this task (the input-required driver runs in it)."""
 
-_Callers = dict[int, ServerRequestContext[Any, Any]]
-"""The calls in flight on one upstream client, by ``id`` of their request context."""
+
+class _Callers:
+    """The calls in flight on one upstream client (by ``id`` of their request context), and whose calls
+    it has served: one signed-in user's only (``user``), or anyone's (``mixed``)."""
+
+    __slots__ = ("calls", "mixed", "user")
+
+    def __init__(self) -> None:
+        self.calls: dict[int, ServerRequestContext[Any, Any]] = {}
+        self.user: str | None = None
+        self.mixed = False
+
+    def enter(self, ctx: ServerRequestContext[Any, Any], user: str | None) -> None:
+        self.calls[id(ctx)] = ctx
+        if user is None or (self.user is not None and self.user != user):
+            self.mixed = True
+        self.user = self.user or user
 
 
 def _caller_of(callers: _Callers) -> ServerRequestContext[Any, Any] | None:
     """Whom an upstream's request or log message is for: the call running in this task; else (the SDK
     hands a stdio upstream's messages to its callbacks from its reader task, where no call runs, and
-    stdio carries no request id with them) the only call in flight on that client. With two or more in
-    flight it cannot be told whose it is: nobody gets it (a log message is dropped, a request declined),
-    so one caller never sees what belongs to another."""
+    stdio carries no request id with them) the only call in flight on that client, when every call the
+    client has served was one signed-in user's (a message left over from an ended call then still goes
+    to its own user). Otherwise it cannot be told whose it is: nobody gets it (a log message is dropped,
+    a request declined), so one caller never sees what belongs to another (an anonymous caller, or
+    another user)."""
     caller = _CALLER.get()
-    if caller is None and len(callers) == 1:
-        caller = next(iter(callers.values()))
+    if caller is None and len(callers.calls) == 1 and not callers.mixed:
+        caller = next(iter(callers.calls.values()))
     return caller
 
 
@@ -834,10 +851,28 @@ def _forwarded_params(params: Mapping[str, Any], modern: bool) -> dict[str, Any]
 
 
 def _progress_to(ctx: ServerRequestContext[Any, Any]) -> ProgressFnT:
-    """Relay upstream progress to the caller's request (a no-op when the caller asked for none)."""
+    """Relay upstream progress to the caller's request (a no-op when the caller asked for none).
+
+    While one notification is being sent to a slow caller, later ones replace each other and only the
+    latest is sent next: an upstream's flood of progress costs the gateway one pending notification
+    per call, not one per notification (the attack trial saw 100,000 of them pile up as 800 MB). Spec:
+    MCP 2025-11-25 basic/utilities/progress (progress increases; intermediate values may be skipped).
+    """
+    latest: tuple[float, float | None, str | None] | None = None
+    sending = False
 
     async def relay(progress: float, total: float | None, message: str | None) -> None:
-        await ctx.session.report_progress(progress, total, message)
+        nonlocal latest, sending
+        latest = (progress, total, message)
+        if sending:
+            return  # the running send goes on with the latest
+        sending = True
+        try:
+            while latest is not None:
+                notification, latest = latest, None
+                await ctx.session.report_progress(*notification)
+        finally:
+            sending = False
 
     return relay
 
