@@ -444,7 +444,31 @@ backend = {{ type = "mcp", url = "{url}/mcp" }}
                         assert cut.value.error.data == {"code": "agent_service_unavailable"}
                         assert text(await client.call_tool("add", {"a": 2, "b": 3})) == "5"
 
+            async def alongside() -> None:
+                """The cut-off answer fails its own call only: 30 calls in flight beside it all answer (the
+                attack trial saw one over-limit answer fail 30 of 30, the agent's connection with it)."""
+                answers: list[str] = []
+                async with client_of(world) as client:
+
+                    async def add(i: int) -> None:
+                        answers.append(text(await client.call_tool("add", {"a": i, "b": 1})))
+
+                    async def too_big() -> None:
+                        with pytest.raises(MCPError):
+                            await client.call_tool("big", {"n": 5_000_000})
+
+                    with anyio.fail_after(TIMEOUT):
+                        for _ in range(3):
+                            async with anyio.create_task_group() as tasks:
+                                tasks.start_soon(too_big)
+                                for i in range(30):
+                                    tasks.start_soon(add, i)
+                assert sorted(map(int, answers)) == sorted(list(range(1, 31)) * 3)
+
             anyio.run(calls)
+            anyio.run(alongside)
+            logged = gateway.output()
+            assert "passed max_result_bytes (65536 bytes) and was cut off" in logged
             # Found while building this test: the cut-off connection's task ended the runtime's shared
             # task group, and no agent started after it could run. Another agent still starts and answers.
             other = World(gateway, alice)
@@ -455,7 +479,7 @@ backend = {{ type = "mcp", url = "{url}/mcp" }}
                         assert text(await client.call_tool("add", {"a": 1, "b": 1})) == "2"
 
             anyio.run(another)
-            assert "Traceback" not in gateway.output()
+            assert "Traceback" not in logged + gateway.output()
     finally:
         upstream.terminate()
         upstream.wait(timeout=10)

@@ -48,10 +48,10 @@ import logging
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack
 from contextvars import ContextVar
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import anyio
 import anyio.abc
@@ -152,6 +152,8 @@ class McpUpstreamBackend:
         self.subscription_bus: SubscriptionBus | None = InMemorySubscriptionBus()
         self._task_group: anyio.abc.TaskGroup | None = None
         self._callers: dict[int, _Callers] = {}
+        self._cut_offs = 0
+        """Upstream answers cut off at ``max_result_bytes`` so far (HTTP; :meth:`request`)."""
         """Each open upstream client's calls in flight, by ``id`` of the client (:func:`_caller_of`)."""
         # The upstream clients by caller key (_caller_key): "" for the agent's one, the user's id per_user.
         self._connections: dict[str, _Connection] = {}
@@ -238,11 +240,14 @@ class McpUpstreamBackend:
                 return _LISTS[method].model_validate({_LIST_KEYS[method]: []})
             raise MCPError(METHOD_NOT_FOUND, "Method not found", data=method)
         forwarded = _forwarded_params(params, client.session.protocol_version in MODERN_PROTOCOL_VERSIONS)
+        cut_offs = self._cut_offs
         try:
             if method in _LISTS:
                 return await self._listed(client, method, forwarded)
             return await self._call(ctx, client, method, forwarded)
         except MCPError as exc:
+            if self._cut_offs != cut_offs and exc.error.code in (PARSE_ERROR, CONNECTION_CLOSED):
+                self._cut_off_answer()  # that answer failed, not the connection: the other calls go on
             if exc.error.code == PARSE_ERROR:  # the SDK client could not parse the upstream's answer
                 logger.warning(
                     "agent %s: the upstream MCP server answered garbage: %s", self._agent_id, failure_line(exc)
@@ -256,9 +261,23 @@ class McpUpstreamBackend:
         except TimeoutError:
             raise ServiceTimeoutError(self._spec.timeout_seconds) from None
         except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError) as exc:
+            if isinstance(exc, ResultTooLargeError):
+                self._cut_off_answer()
             logger.warning("agent %s: the upstream MCP server failed: %s", self._agent_id, failure_line(exc))
             self._forget(client)
             raise AgentServiceUnavailableError() from None
+
+    def _note_cut_off(self) -> None:
+        self._cut_offs += 1
+
+    def _cut_off_answer(self) -> NoReturn:
+        """The upstream's answer to this request passed ``max_result_bytes`` and was cut off."""
+        logger.warning(
+            "agent %s: the upstream's answer passed max_result_bytes (%d bytes) and was cut off",
+            self._agent_id,
+            self._spec.max_result_bytes,
+        )
+        raise AgentServiceUnavailableError() from None
 
     async def _listed(self, client: Client, method: str, params: dict[str, Any]) -> Any:
         """One page of an upstream list, reused for :data:`LIST_CACHE_SECONDS`."""
@@ -600,7 +619,7 @@ class McpUpstreamBackend:
             auth=auth,
             timeout=httpx2.Timeout(spec.timeout_seconds),
             follow_redirects=False,
-            transport=_LimitedTransport(spec.max_result_bytes),
+            transport=_LimitedTransport(spec.max_result_bytes, self._note_cut_off),
         )
         stack.push_async_callback(http.aclose)
         assert spec.url is not None
@@ -699,20 +718,40 @@ class _Connection:
         return now - max(self.last_used, transport.last_active)
 
 
-class ResultTooLargeError(httpx2.ReadError):
-    """An upstream's answer to one request passed the backend's ``max_result_bytes`` (the rest is not read)."""
+class ResultTooLargeError(httpx2.StreamError):
+    """An upstream's answer to one request passed the backend's ``max_result_bytes`` (the rest is not read).
+
+    A stream error, not a transport error: the SDK client then fails that one request (a JSON answer:
+    -32700; an SSE stream: the request resolved as abandoned) instead of its whole connection, and every
+    other call in flight on the agent goes on (the attack trial saw one over-limit answer fail 30 of 30
+    concurrent calls)."""
+
+
+class _CutOffLogFilter(logging.Filter):
+    """The SDK client logs a cut-off answer as a JSON parse failure, with its traceback; the backend
+    logs it as one line of its own (:meth:`McpUpstreamBackend._cut_off_answer`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        cause = record.exc_info[1] if record.exc_info else None
+        return not isinstance(cause, ResultTooLargeError)
+
+
+logging.getLogger("mcp.client.streamable_http").addFilter(_CutOffLogFilter())
 
 
 class _LimitedStream(httpx2.AsyncByteStream):
-    def __init__(self, stream: httpx2.AsyncByteStream, limit: int, request: httpx2.Request) -> None:
-        self._stream, self._limit, self._request = stream, limit, request
+    def __init__(
+        self, stream: httpx2.AsyncByteStream, limit: int, request: httpx2.Request, on_cut: Callable[[], None]
+    ) -> None:
+        self._stream, self._limit, self._request, self._on_cut = stream, limit, request, on_cut
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         seen = 0
         async for chunk in self._stream:
             seen += len(chunk)
             if seen > self._limit:
-                raise ResultTooLargeError(f"the answer passed {self._limit} bytes", request=self._request)
+                self._on_cut()
+                raise ResultTooLargeError(f"the answer passed {self._limit} bytes")
             yield chunk
 
     async def aclose(self) -> None:
@@ -724,14 +763,15 @@ class _LimitedTransport(httpx2.AsyncBaseTransport):
     stream) is cut off past ``limit`` bytes. The handshake era's standalone GET stream, which lives as
     long as the session, is not counted."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, on_cut: Callable[[], None]) -> None:
         self._inner = httpx2.AsyncHTTPTransport(retries=0)
         self._limit = limit
+        self._on_cut = on_cut  # told of each answer cut off
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self._inner.handle_async_request(request)
         if request.method == "POST" and isinstance(response.stream, httpx2.AsyncByteStream):
-            response.stream = _LimitedStream(response.stream, self._limit, request)
+            response.stream = _LimitedStream(response.stream, self._limit, request, self._on_cut)
         return response
 
     async def aclose(self) -> None:
