@@ -363,14 +363,21 @@ class A2ABackendSpec(_Spec):
 
     @model_validator(mode="after")
     def _one_credential(self) -> A2ABackendSpec:
-        given = [
-            self.bearer_env is not None,
-            self.oauth is not None,
-            any(n.lower() == "authorization" for n in self.headers),
-        ]
-        if sum(given) > 1:
-            raise ValueError("a2a backend: give at most one of bearer_env, oauth and an Authorization header")
+        _check_one_credential("a2a", self.bearer_env, self.oauth, self.headers)
         return self
+
+
+def _check_one_credential(
+    kind: str, bearer_env: str | None, oauth: UpstreamOAuthSpec | None, headers: dict[str, str]
+) -> None:
+    """Refuse an upstream given two of a bearer from the environment, OAuth and an ``Authorization`` header.
+
+    Raises:
+        ValueError: it was.
+    """
+    given = [bearer_env is not None, oauth is not None, any(n.lower() == "authorization" for n in headers)]
+    if sum(given) > 1:
+        raise ValueError(f"{kind} backend: give at most one of bearer_env, oauth and an Authorization header")
 
 
 _ToolName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
@@ -469,18 +476,9 @@ class McpBackendSpec(_Spec):
         }
         if self.url is not None and stdio_only:
             raise ValueError(f"mcp backend: {', '.join(sorted(stdio_only))}: for a stdio upstream (command) only")
-        if self.bearer_env is not None and any(n.lower() == "authorization" for n in self.headers):
-            raise ValueError("mcp backend: give at most one of bearer_env and an Authorization header")
-        return self
-
-    @model_validator(mode="after")
-    def _one_oauth_credential(self) -> McpBackendSpec:
-        if self.oauth is None:
-            return self
-        if self.command is not None:
+        if self.command is not None and self.oauth is not None:
             raise ValueError("mcp backend: oauth is for an HTTP upstream (url)")
-        if self.bearer_env is not None or any(n.lower() == "authorization" for n in self.headers):
-            raise ValueError("mcp backend: give at most one of bearer_env, oauth and an Authorization header")
+        _check_one_credential("mcp", self.bearer_env, self.oauth, self.headers)
         return self
 
 

@@ -492,27 +492,11 @@ def _record_row(record: IdempotencyRecord) -> dict[str, Any]:
 
 
 def _inserted_row(done: IdempotencyRecord) -> dict[str, Any]:
-    outcome = done.outcome
-    if outcome is None:
-        return _record_row(done) | {
-            "user_id": done.user_id,
-            "agent_id": done.agent_id,
-            "key": done.key,
-            "claim": done.claim,
-        }
-    return {  # a DONE record (one per keyed call on SQLite): built in one go
+    return _record_row(done) | {
         "user_id": done.user_id,
         "agent_id": done.agent_id,
         "key": done.key,
         "claim": done.claim,
-        "fingerprint": done.fingerprint,
-        "state": done.state.value,
-        "created_at": done.created_at,
-        "expires_at": done.expires_at,
-        "outcome_text": _text(outcome.text),
-        "outcome_failed": outcome.failed,
-        "context_id": outcome.context_id,
-        "task_id": outcome.task_id,
     }
 
 
