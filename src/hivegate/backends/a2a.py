@@ -381,6 +381,9 @@ class A2ABackend:
     def tool_input_schema(self, name: str) -> Mapping[str, Any] | None:
         return None
 
+    def serves_plainly(self, method: str) -> bool:
+        return False
+
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         """Nothing to open yet: the HTTP client is made, and the card fetched, by the first call, on the
         upstream loop (:class:`UpstreamLoop`)."""

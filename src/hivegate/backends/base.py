@@ -117,6 +117,12 @@ class Backend(Protocol):
         """The backend server's ``inputSchema`` for tool ``name``, when it can tell without a listing."""
         ...
 
+    def serves_plainly(self, method: str) -> bool:
+        """Whether the backend server answers a plain 2026-07-28 request for ``method`` (no progress token,
+        no log level) without using the caller's session: the request may then take the gateway's lean
+        path (:mod:`hivegate.mcp.fastpath`), whose session sends nothing."""
+        ...
+
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         """Acquire resources (enter the backend server's lifespan, in a task of ``task_group``). Called once."""
         ...

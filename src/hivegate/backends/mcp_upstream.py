@@ -80,12 +80,14 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from hivegate import __version__
 from hivegate.agents.model import McpBackendSpec
 from hivegate.auth.principal import current_principal
 from hivegate.backends.base import DeltaSink, Invocation, failure_line
 from hivegate.backends.stdio_upstream import KILL_GRACE_SECONDS, STOP_GRACE_SECONDS, StdioTransport
 from hivegate.backends.upstream_auth import Httpx2UpstreamAuth, UpstreamCredentials
 from hivegate.backends.upstream_names import UpstreamNames
+from hivegate.backends.upstream_post import POST_METHODS, UpstreamPost
 from hivegate.errors import AgentError, AgentServiceUnavailableError, ServiceTimeoutError
 from hivegate.mcp.sdk_bridge import keep_request_client_capabilities
 
@@ -131,6 +133,9 @@ _LISTS = {
     "prompts/list": types.ListPromptsResult,
 }
 
+_CLIENT_INFO = types.Implementation(name="hivegate", version=__version__)
+"""Who the gateway says it is to an upstream (``clientInfo``), on the SDK client and the lean hop alike."""
+
 _ENVELOPE_PREFIX = "io.modelcontextprotocol/"
 """``_meta`` keys the SDK client stamps itself on the upstream connection (the caller's are not forwarded)."""
 
@@ -152,6 +157,8 @@ class McpUpstreamBackend:
         self.subscription_bus: SubscriptionBus | None = InMemorySubscriptionBus()
         self._task_group: anyio.abc.TaskGroup | None = None
         self._callers: dict[int, _Callers] = {}
+        self._posts: dict[int, UpstreamPost] = {}
+        """The lean hop of each open client of a 2026-07-28 HTTP upstream, by ``id`` of the client (:meth:`_call`)."""
         self._cut_offs = 0
         """Upstream answers cut off at ``max_result_bytes`` so far (HTTP; :meth:`request`)."""
         """Each open upstream client's calls in flight, by ``id`` of the client (:func:`_caller_of`)."""
@@ -180,6 +187,12 @@ class McpUpstreamBackend:
     def tool_input_schema(self, name: str) -> Mapping[str, Any] | None:
         """The upstream tool's ``inputSchema`` from its last listing, or None."""
         return self._schemas.get(name)
+
+    def serves_plainly(self, method: str) -> bool:
+        """True for every forwarded method: a plain request's answer needs nothing of the caller's session
+        (no progress is relayed without a token, no log message without a level, and an upstream's
+        request for a 2026-07-28 caller is declined: :func:`_caller_of`)."""
+        return method in FORWARDED_METHODS
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         """Remember ``task_group`` for the upstream connection (opened by the first request)."""
@@ -233,6 +246,7 @@ class McpUpstreamBackend:
         """
         if method not in _CAPABILITY_OF:
             raise MCPError(METHOD_NOT_FOUND, "Method not found", data=method)
+        shown = params.get("name") if method == "tools/call" else None
         params = self._names.upstream_params(method, params)
         client = await self._connected()
         if not self.has_method(method):
@@ -244,7 +258,7 @@ class McpUpstreamBackend:
         try:
             if method in _LISTS:
                 return await self._listed(client, method, forwarded)
-            return await self._call(ctx, client, method, forwarded)
+            return await self._call(ctx, client, method, forwarded, shown)
         except MCPError as exc:
             if self._cut_offs != cut_offs and exc.error.code in (PARSE_ERROR, CONNECTION_CLOSED):
                 self._cut_off_answer()  # that answer failed, not the connection: the other calls go on
@@ -326,7 +340,12 @@ class McpUpstreamBackend:
         return page
 
     async def _call(
-        self, ctx: ServerRequestContext[Any, Any], client: Client, method: str, params: dict[str, Any]
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        client: Client,
+        method: str,
+        params: dict[str, Any],
+        shown: object = None,
     ) -> Any:
         """``tools/call``, ``resources/read``, ``prompts/get`` or ``completion/complete`` on the upstream.
 
@@ -334,15 +353,20 @@ class McpUpstreamBackend:
         asks for input only as the caller can give it). An ``InputRequiredResult`` reaches a 2026-07-28
         caller as it is; for a handshake-era caller, which cannot take one, the gateway drives the rounds
         itself (the SDK client's driver), asking the caller each embedded question as a request on its
-        own session (sampling, elicitation, roots) and retrying the upstream with the answers."""
+        own session (sampling, elicitation, roots) and retrying the upstream with the answers.
+
+        A 2026-07-28 caller's call that needs nothing streamed back (no progress token, no log level)
+        to a 2026-07-28 HTTP upstream takes the lean hop: one POST on the same pooled HTTP client
+        (:class:`~hivegate.backends.upstream_post.UpstreamPost`), not the SDK client's dispatcher.
+        ``shown`` is the tool's name as the agent shows it (its listed schema's key)."""
         session = client.session
         meta = cast(RequestParamsMeta, dict(params.get("_meta") or {}))
         if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            declared = ctx.session.client_capabilities
-            meta[CLIENT_CAPABILITIES_META_KEY] = (
-                {} if declared is None else declared.model_dump(by_alias=True, mode="json", exclude_none=True)
-            )
+            meta[CLIENT_CAPABILITIES_META_KEY] = _declared_capabilities(ctx)
         drive = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+        post = self._posts.get(id(client))
+        if post is not None and not drive and self._plain(ctx, method, meta):
+            return await self._post(post, method, {**params, "_meta": meta}, shown)
         if drive and session.protocol_version in MODERN_PROTOCOL_VERSIONS:
             # A handshake-era caller filters log messages by its session's level (logging/setLevel): the
             # upstream sends them all, and the caller's session keeps what its level lets through.
@@ -394,6 +418,20 @@ class McpUpstreamBackend:
             _CALLER.reset(token)
             if callers is not None:
                 callers.calls.pop(id(ctx), None)
+
+    @staticmethod
+    def _plain(ctx: ServerRequestContext[Any, Any], method: str, meta: Mapping[str, Any]) -> bool:
+        """Whether a 2026-07-28 caller's call needs nothing streamed back: no progress, no log messages."""
+        return method in POST_METHODS and LOG_LEVEL_META_KEY not in meta and "progressToken" not in (ctx.meta or {})
+
+    async def _post(self, post: UpstreamPost, method: str, params: dict[str, Any], shown: object) -> Any:
+        """The lean hop (:meth:`_call`): a ``tools/call`` is bounded by the agent's invoke timeout (the
+        caller's), the other methods by ``timeout_seconds``."""
+        if method == "tools/call":
+            schema = self._schemas.get(shown) if isinstance(shown, str) else None
+            return await post.request(method, params, schema)
+        with anyio.fail_after(self._spec.timeout_seconds):
+            return await post.request(method, params)
 
     async def _connected(self) -> Client:
         """The caller's upstream client (the agent's, or per_user the user's), opened when there is none (a
@@ -490,6 +528,13 @@ class McpUpstreamBackend:
             async with AsyncExitStack() as stack:
                 client = await stack.enter_async_context(self._client_for(stack, conn))
                 keep_request_client_capabilities(client.session)
+                version = client.session.protocol_version
+                if conn.http is not None and version in MODERN_PROTOCOL_VERSIONS:
+                    assert self._spec.url is not None  # an HTTP client: the spec has a url
+                    info = _CLIENT_INFO.model_dump(by_alias=True, mode="json", exclude_none=True)
+                    post = UpstreamPost(conn.http, self._spec.url, version, info, self._spec.max_result_bytes)
+                    self._posts[id(client)] = post
+                    stack.callback(self._posts.pop, id(client), None)
                 conn.lost = lost
                 conn.lists.clear()
                 conn.schemas.clear()
@@ -591,6 +636,7 @@ class McpUpstreamBackend:
             "elicitation_callback": functools.partial(_ask_caller, callers),
             "list_roots_callback": functools.partial(_ask_caller_for_roots, callers),
             "logging_callback": functools.partial(_log_to_caller, callers),
+            "client_info": _CLIENT_INFO,
         }
         if spec.command is not None:
             # hivegate's own stdio transport (bounded lines, stderr to the log, no orphan): stdio_upstream.
@@ -622,6 +668,8 @@ class McpUpstreamBackend:
             transport=_LimitedTransport(spec.max_result_bytes, self._note_cut_off),
         )
         stack.push_async_callback(http.aclose)
+        if conn is not None:
+            conn.http = http
         assert spec.url is not None
         client = Client(streamable_http_client(spec.url, http_client=http), **common)
         self._callers[id(client)] = callers
@@ -680,6 +728,7 @@ class _Connection:
     __slots__ = (
         "client",
         "connecting",
+        "http",
         "key",
         "last_used",
         "lists",
@@ -697,6 +746,7 @@ class _Connection:
         self.key = key
         self.client: Client | None = None
         self.transport: StdioTransport | None = None
+        self.http: httpx2.AsyncClient | None = None
         self.lost: anyio.Event | None = None
         self.connecting = anyio.Lock()
         self.opening = False
@@ -819,6 +869,15 @@ def _caller_of(callers: _Callers) -> ServerRequestContext[Any, Any] | None:
     caller = _CALLER.get()
     if caller is None and len(callers.calls) == 1 and not callers.mixed:
         caller = next(iter(callers.calls.values()))
+    if (
+        caller is not None
+        and caller.protocol_version in MODERN_PROTOCOL_VERSIONS
+        and LOG_LEVEL_META_KEY not in (caller.meta or {})
+    ):
+        # A 2026-07-28 caller takes no request from the server, and log messages only when its request
+        # asked for them (SEP-2577): one that asked for none gets nothing (on the lean path its session
+        # could not send it anyway).
+        return None
     return caller
 
 
@@ -864,6 +923,22 @@ async def _ask_caller_for_roots(callers: _Callers, context: ClientRequestContext
         return await caller.session.send_request(types.ListRootsRequest(), types.ListRootsResult)
     except MCPError as exc:
         return exc.error
+
+
+def _declared_capabilities(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+    """The caller's client capabilities, as declared to a 2026-07-28 upstream (SEP-2322): a 2026-07-28
+    caller's from its request's envelope (validated), a handshake-era caller's from its session."""
+    declared: Any = None
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        raw = (ctx.meta or {}).get(CLIENT_CAPABILITIES_META_KEY)
+        if isinstance(raw, Mapping):
+            try:
+                declared = types.ClientCapabilities.model_validate(raw, by_name=False)
+            except ValueError:  # pydantic's ValidationError: the ladder let it through; declare none
+                declared = None
+    else:
+        declared = ctx.session.client_capabilities
+    return {} if declared is None else declared.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 def _forwarded_params(params: Mapping[str, Any], modern: bool) -> dict[str, Any]:

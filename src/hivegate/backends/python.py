@@ -85,6 +85,9 @@ class CallableBackend:
     def tool_input_schema(self, name: str) -> Mapping[str, Any] | None:
         return None
 
+    def serves_plainly(self, method: str) -> bool:
+        return False
+
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         return None
 
@@ -204,6 +207,10 @@ class SdkServerBackend:
         """The server's own schema lookup (``MCPServer`` provides one), or None."""
         lookup = self._server.get_tool_input_schema
         return lookup(name) if lookup is not None else None
+
+    def serves_plainly(self, method: str) -> bool:
+        """False: the server's handlers run in the caller's request context and may send on its session."""
+        return False
 
     async def request(self, ctx: ServerRequestContext[Any, Any], method: str, params: Mapping[str, Any]) -> Any:
         entry = self._server.get_request_handler(method)

@@ -90,9 +90,11 @@ class AgentRuntime:
         return f"agent {self._view.spec.id}"
 
     def lean_allowed(self, message: dict[str, Any]) -> bool:
-        """Whether a plain request may take a lean path: not when an SDK server backend serves the
-        agent (its handlers may stream or ask the client)."""
-        return not self._view.serves_backend
+        """Whether a plain request may take a lean path: not when a backend server that may stream or ask
+        the client serves the agent (an in-process SDK server; an upstream MCP server may:
+        :meth:`~hivegate.backends.base.Backend.serves_plainly`)."""
+        backend = self._view.backend
+        return backend is None or not backend.has_server or backend.serves_plainly(message.get("method", ""))
 
     def mcp_param_schema(self, name: object) -> dict[str, Any] | None:
         """The ``inputSchema`` to check ``Mcp-Param-*`` headers of a call of tool ``name`` against, or None
