@@ -48,11 +48,12 @@ import logging
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from contextvars import ContextVar
 from typing import Any, NoReturn, cast
 
+import aiohttp
 import anyio
 import anyio.abc
 import httpx2
@@ -86,8 +87,8 @@ from hivegate.auth.principal import current_principal
 from hivegate.backends.base import DeltaSink, Invocation, failure_line
 from hivegate.backends.stdio_upstream import KILL_GRACE_SECONDS, STOP_GRACE_SECONDS, StdioTransport
 from hivegate.backends.upstream_auth import Httpx2UpstreamAuth, UpstreamCredentials
+from hivegate.backends.upstream_http import POST_METHODS, LimitedTransport, ResultTooLargeError, UpstreamPost
 from hivegate.backends.upstream_names import UpstreamNames
-from hivegate.backends.upstream_post import POST_METHODS, UpstreamPost
 from hivegate.errors import AgentError, AgentServiceUnavailableError, ServiceTimeoutError
 from hivegate.mcp.sdk_bridge import keep_request_client_capabilities
 
@@ -274,7 +275,14 @@ class McpUpstreamBackend:
             raise AgentServiceUnavailableError() from None
         except TimeoutError:
             raise ServiceTimeoutError(self._spec.timeout_seconds) from None
-        except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError) as exc:
+        except (
+            httpx2.HTTPError,
+            aiohttp.ClientError,
+            OSError,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+            RuntimeError,
+        ) as exc:
             if isinstance(exc, ResultTooLargeError):
                 self._cut_off_answer()
             logger.warning("agent %s: the upstream MCP server failed: %s", self._agent_id, failure_line(exc))
@@ -357,7 +365,7 @@ class McpUpstreamBackend:
 
         A 2026-07-28 caller's call that needs nothing streamed back (no progress token, no log level)
         to a 2026-07-28 HTTP upstream takes the lean hop: one POST on the same pooled HTTP client
-        (:class:`~hivegate.backends.upstream_post.UpstreamPost`), not the SDK client's dispatcher.
+        (:class:`~hivegate.backends.upstream_http.UpstreamPost`), not the SDK client's dispatcher.
         ``shown`` is the tool's name as the agent shows it (its listed schema's key)."""
         session = client.session
         meta = cast(RequestParamsMeta, dict(params.get("_meta") or {}))
@@ -528,12 +536,9 @@ class McpUpstreamBackend:
             async with AsyncExitStack() as stack:
                 client = await stack.enter_async_context(self._client_for(stack, conn))
                 keep_request_client_capabilities(client.session)
-                version = client.session.protocol_version
-                if conn.http is not None and version in MODERN_PROTOCOL_VERSIONS:
-                    assert self._spec.url is not None  # an HTTP client: the spec has a url
-                    info = _CLIENT_INFO.model_dump(by_alias=True, mode="json", exclude_none=True)
-                    post = UpstreamPost(conn.http, self._spec.url, version, info, self._spec.max_result_bytes)
-                    self._posts[id(client)] = post
+                post = self._lean_hop(client.session.protocol_version)
+                if post is not None:
+                    self._posts[id(client)] = await stack.enter_async_context(post)
                     stack.callback(self._posts.pop, id(client), None)
                 conn.lost = lost
                 conn.lists.clear()
@@ -622,6 +627,37 @@ class McpUpstreamBackend:
             await anyio.sleep(pause)
             pause = min(pause * 2, _RETRY_MAX_SECONDS)
 
+    def _lean_hop(self, version: str | None) -> UpstreamPost | None:
+        """The lean hop beside a new client (:meth:`_call`): for a 2026-07-28 HTTP upstream whose credentials
+        are the agent's headers or bearer (an OAuth upstream's token flow stays with the SDK client)."""
+        spec = self._spec
+        if spec.url is None or spec.oauth is not None or version not in MODERN_PROTOCOL_VERSIONS:
+            return None
+        return UpstreamPost(
+            spec.url,
+            version,
+            self._upstream_headers(),
+            _CLIENT_INFO.model_dump(by_alias=True, mode="json", exclude_none=True),
+            timeout_seconds=spec.timeout_seconds,
+            max_result_bytes=spec.max_result_bytes,
+            on_cut=self._note_cut_off,
+        )
+
+    def _upstream_headers(self) -> dict[str, str]:
+        """The agent's own headers for an HTTP upstream: ``headers``, and the bearer read from ``bearer_env``.
+
+        Raises:
+            AgentServiceUnavailableError: ``bearer_env`` names an unset variable.
+        """
+        spec = self._spec
+        headers = dict(spec.headers)
+        if spec.bearer_env is not None:
+            token = os.environ.get(spec.bearer_env)
+            if not token:
+                raise AgentServiceUnavailableError(f"the environment variable {spec.bearer_env} is not set")
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
     def _client_for(self, stack: AsyncExitStack, conn: _Connection | None = None) -> Client:
         spec = self._spec
         callers = _Callers()  # the calls in flight on this client (_call), for the upstream's requests and logs
@@ -651,12 +687,7 @@ class McpUpstreamBackend:
             client = Client(transport, **common)
             self._callers[id(client)] = callers
             return client
-        headers = dict(spec.headers)
-        if spec.bearer_env is not None:
-            token = os.environ.get(spec.bearer_env)
-            if not token:
-                raise AgentServiceUnavailableError(f"the environment variable {spec.bearer_env} is not set")
-            headers["Authorization"] = f"Bearer {token}"
+        headers = self._upstream_headers()
         auth = None
         if spec.oauth is not None:  # then neither bearer_env nor an Authorization header (the model)
             auth = Httpx2UpstreamAuth(UpstreamCredentials(self._agent_id, oauth=spec.oauth))
@@ -665,11 +696,9 @@ class McpUpstreamBackend:
             auth=auth,
             timeout=httpx2.Timeout(spec.timeout_seconds),
             follow_redirects=False,
-            transport=_LimitedTransport(spec.max_result_bytes, self._note_cut_off),
+            transport=LimitedTransport(spec.max_result_bytes, self._note_cut_off),
         )
         stack.push_async_callback(http.aclose)
-        if conn is not None:
-            conn.http = http
         assert spec.url is not None
         client = Client(streamable_http_client(spec.url, http_client=http), **common)
         self._callers[id(client)] = callers
@@ -728,7 +757,6 @@ class _Connection:
     __slots__ = (
         "client",
         "connecting",
-        "http",
         "key",
         "last_used",
         "lists",
@@ -746,7 +774,6 @@ class _Connection:
         self.key = key
         self.client: Client | None = None
         self.transport: StdioTransport | None = None
-        self.http: httpx2.AsyncClient | None = None
         self.lost: anyio.Event | None = None
         self.connecting = anyio.Lock()
         self.opening = False
@@ -766,66 +793,6 @@ class _Connection:
         if transport.busy:
             return 0.0
         return now - max(self.last_used, transport.last_active)
-
-
-class ResultTooLargeError(httpx2.StreamError):
-    """An upstream's answer to one request passed the backend's ``max_result_bytes`` (the rest is not read).
-
-    A stream error, not a transport error: the SDK client then fails that one request (a JSON answer:
-    -32700; an SSE stream: the request resolved as abandoned) instead of its whole connection, and every
-    other call in flight on the agent goes on (the attack trial saw one over-limit answer fail 30 of 30
-    concurrent calls)."""
-
-
-class _CutOffLogFilter(logging.Filter):
-    """The SDK client logs a cut-off answer as a JSON parse failure, with its traceback; the backend
-    logs it as one line of its own (:meth:`McpUpstreamBackend._cut_off_answer`)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        cause = record.exc_info[1] if record.exc_info else None
-        return not isinstance(cause, ResultTooLargeError)
-
-
-logging.getLogger("mcp.client.streamable_http").addFilter(_CutOffLogFilter())
-
-
-class _LimitedStream(httpx2.AsyncByteStream):
-    def __init__(
-        self, stream: httpx2.AsyncByteStream, limit: int, request: httpx2.Request, on_cut: Callable[[], None]
-    ) -> None:
-        self._stream, self._limit, self._request, self._on_cut = stream, limit, request, on_cut
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        seen = 0
-        async for chunk in self._stream:
-            seen += len(chunk)
-            if seen > self._limit:
-                self._on_cut()
-                raise ResultTooLargeError(f"the answer passed {self._limit} bytes")
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-
-class _LimitedTransport(httpx2.AsyncBaseTransport):
-    """The HTTP transport of one upstream: the answer to each POST (one request's result, or its SSE
-    stream) is cut off past ``limit`` bytes. The handshake era's standalone GET stream, which lives as
-    long as the session, is not counted."""
-
-    def __init__(self, limit: int, on_cut: Callable[[], None]) -> None:
-        self._inner = httpx2.AsyncHTTPTransport(retries=0)
-        self._limit = limit
-        self._on_cut = on_cut  # told of each answer cut off
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        response = await self._inner.handle_async_request(request)
-        if request.method == "POST" and isinstance(response.stream, httpx2.AsyncByteStream):
-            response.stream = _LimitedStream(response.stream, self._limit, request, self._on_cut)
-        return response
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
 
 _LIST_KEYS = {
