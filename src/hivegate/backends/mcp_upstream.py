@@ -430,7 +430,9 @@ class McpUpstreamBackend:
     @staticmethod
     def _plain(ctx: ServerRequestContext[Any, Any], method: str, meta: Mapping[str, Any]) -> bool:
         """Whether a 2026-07-28 caller's call needs nothing streamed back: no progress, no log messages."""
-        return method in POST_METHODS and LOG_LEVEL_META_KEY not in meta and "progressToken" not in (ctx.meta or {})
+        caller_meta = ctx.meta or {}
+        asks_progress = "progressToken" in caller_meta or "progress_token" in caller_meta  # lean path; SDK path
+        return method in POST_METHODS and LOG_LEVEL_META_KEY not in meta and not asks_progress
 
     async def _post(self, post: UpstreamPost, method: str, params: dict[str, Any], shown: object) -> Any:
         """The lean hop (:meth:`_call`): a ``tools/call`` is bounded by the agent's invoke timeout (the

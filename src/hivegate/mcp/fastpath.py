@@ -81,7 +81,7 @@ def fast_candidate(target: EndpointTarget, headers: Mapping[str, str], decoded: 
     meta = params.get("_meta") if params else None
     if isinstance(meta, dict) and ("progressToken" in meta or LOG_LEVEL_META_KEY in meta):
         return None
-    return decoded if target.lean_allowed(decoded) else None
+    return decoded if target.lean_allowed(decoded, modern=True) else None
 
 
 def _mcp_param_rejection(

@@ -83,7 +83,7 @@ def legacy_candidate(
         ):
             return None
     sessions = target.surface.sessions
-    if not sessions.belongs_to(session_id, owner) or not target.lean_allowed(message):
+    if not sessions.belongs_to(session_id, owner) or not target.lean_allowed(message, modern=False):
         return None
     return sessions.ready_version(session_id)
 

@@ -89,18 +89,24 @@ class AgentRuntime:
         """Who serves a request, for the log."""
         return f"agent {self._view.spec.id}"
 
-    def lean_allowed(self, message: dict[str, Any]) -> bool:
+    def lean_allowed(self, message: dict[str, Any], *, modern: bool) -> bool:
         """Whether a plain request may take a lean path: not when a backend server that may stream or ask
-        the client serves the agent (an in-process SDK server; an upstream MCP server may:
-        :meth:`~hivegate.backends.base.Backend.serves_plainly`)."""
+        the client serves the agent (an in-process SDK server; an upstream MCP server does not for a plain
+        2026-07-28 request: :meth:`~hivegate.backends.base.Backend.serves_plainly`)."""
         backend = self._view.backend
-        return backend is None or not backend.has_server or backend.serves_plainly(message.get("method", ""))
+        if backend is None or not backend.has_server:
+            return True
+        return modern and backend.serves_plainly(message.get("method", ""))
 
     def mcp_param_schema(self, name: object) -> dict[str, Any] | None:
         """The ``inputSchema`` to check ``Mcp-Param-*`` headers of a call of tool ``name`` against, or None
-        when the tool annotates no argument with ``x-mcp-header`` (Spec: SEP-2243)."""
-        if not isinstance(name, str) or name not in self._view.header_tools:
+        when the agent's own tool annotates no argument with ``x-mcp-header`` (Spec: SEP-2243). A backend
+        server's tool is checked against its listed schema, as the SDK path checks it."""
+        if not isinstance(name, str):
             return None
+        view = self._view
+        if name in view.tool_schemas:
+            return view.tool_schemas[name] if name in view.header_tools else None
         return self.tool_input_schema(name)
 
     def tool_input_schema(self, name: object) -> dict[str, Any] | None:

@@ -328,9 +328,11 @@ class EndpointTarget(Protocol):
         """Who serves the request, for the log."""
         ...
 
-    def lean_allowed(self, message: dict[str, Any]) -> bool:
+    def lean_allowed(self, message: dict[str, Any], *, modern: bool) -> bool:
         """Whether a plain request (already checked by the lean path's candidate test) may skip the SDK:
-        its handlers will neither send on the session nor stream."""
+        its handlers will neither send on the session nor stream. ``modern``: the request is a 2026-07-28
+        one (else it belongs to a handshake-era session, which a server may send requests and log
+        messages to at any time)."""
         ...
 
     def mcp_param_schema(self, name: object) -> dict[str, Any] | None:

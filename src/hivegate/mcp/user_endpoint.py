@@ -147,7 +147,7 @@ class UserEndpoint:
     async def target(self, scope: Scope) -> UserEndpoint:
         return self
 
-    def lean_allowed(self, message: dict[str, Any]) -> bool:
+    def lean_allowed(self, message: dict[str, Any], *, modern: bool) -> bool:
         """Whether the user handlers of ``message`` may skip the SDK: they must reach no SDK server backend.
 
         ``tools/call`` of an agent whose runtime is running without such a backend (an agent not
