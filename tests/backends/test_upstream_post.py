@@ -12,6 +12,7 @@ limit and timeout.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -245,3 +246,23 @@ def test_any_answer_body_is_a_result_or_a_clear_error(body: bytes, content_type:
             assert isinstance(result, types.CallToolResult | types.InputRequiredResult)
 
     asyncio.run(run())
+
+
+async def test_the_environments_proxy_is_used_as_the_sdk_clients_httpx2_uses_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """HTTP_PROXY names the scripted server; the upstream's own address has nothing listening: the call
+    answers only if it went through the proxy (a forward proxy gets the absolute URL)."""
+    async with upstream() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url.removesuffix("/mcp"))
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        nowhere = Upstream()
+        with socket.socket() as unused:  # a loopback port with nothing listening: only the proxy answers
+            unused.bind(("127.0.0.1", 0))
+            nowhere.url = f"http://127.0.0.1:{unused.getsockname()[1]}/mcp"
+        async with hop(nowhere) as post:
+            with anyio.fail_after(TIMEOUT):
+                result = await post.request("tools/call", {"name": "t", "arguments": {}})
+    assert isinstance(result, types.CallToolResult)
+    assert len(proxy.seen) == 1

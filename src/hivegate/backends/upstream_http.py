@@ -21,7 +21,8 @@ parse is a parse error; a negative ``ttlMs`` is floored to 0; SSE parsed by http
 the SDK client's parser), the result validated as the method's result model (``mcp_types``), and the
 same limits (``max_result_bytes`` on the answer, ``timeout_seconds`` on connecting and on each read).
 Cancelling the calling task closes the POST, which is the 2026-07-28 wire's cancellation. Cookies are
-not kept (one upstream connection serves many callers).
+not kept (one upstream connection serves many callers); the environment's proxy settings are
+read as httpx2 reads them, once per connection.
 
 Spec: MCP 2026-07-28 basic/transports (Streamable HTTP, modern era: one request per POST; closing the
 response stream cancels it); SEP-2243 (``Mcp-Method``, ``Mcp-Name``, ``Mcp-Param-*``); SEP-2575 (the
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import urllib.request
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from typing import Any, NoReturn
 
@@ -185,7 +187,10 @@ class UpstreamPost:
 
     async def __aenter__(self) -> UpstreamPost:
         self._session = aiohttp.ClientSession(
-            timeout=self._timeout, cookie_jar=aiohttp.DummyCookieJar(), trust_env=False, raise_for_status=False
+            timeout=self._timeout,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            proxy=_environment_proxy(self._url),
+            raise_for_status=False,
         )
         return self
 
@@ -315,6 +320,17 @@ class UpstreamPost:
         if status == 404:
             raise MCPError(METHOD_NOT_FOUND, "Not Found")
         raise MCPError(INTERNAL_ERROR, "Server returned an error response")
+
+
+def _environment_proxy(url: yarl.URL) -> str | None:
+    """The proxy the environment names for ``url`` (``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY``, unless
+    ``NO_PROXY`` exempts its host), as the SDK client's httpx2 reads them; looked up once per session,
+    not per request (aiohttp's ``trust_env`` looks them up, and reads ``.netrc``, on every request)."""
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(url.scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass(url.host or ""):
+        return None
+    return proxy
 
 
 def _message(data: bytes | str) -> dict[str, Any] | None:
