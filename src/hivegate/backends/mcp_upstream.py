@@ -50,7 +50,6 @@ import os
 import time
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from contextvars import ContextVar
 from typing import Any, NoReturn, cast
 
 import aiohttp
@@ -59,7 +58,6 @@ import anyio.abc
 import httpx2
 import mcp_types as types
 from mcp import Client
-from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.context import ServerRequestContext
 from mcp.server.subscriptions import (
@@ -69,7 +67,6 @@ from mcp.server.subscriptions import (
     SubscriptionBus,
     ToolsListChanged,
 )
-from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
@@ -87,6 +84,14 @@ from hivegate.auth.principal import current_principal
 from hivegate.backends.base import DeltaSink, Invocation, failure_line
 from hivegate.backends.stdio_upstream import KILL_GRACE_SECONDS, STOP_GRACE_SECONDS, StdioTransport
 from hivegate.backends.upstream_auth import Httpx2UpstreamAuth, UpstreamCredentials
+from hivegate.backends.upstream_callers import (
+    CALLER,
+    Callers,
+    ask_caller,
+    ask_caller_for_roots,
+    log_to_caller,
+    progress_to,
+)
 from hivegate.backends.upstream_http import POST_METHODS, LimitedTransport, ResultTooLargeError, UpstreamPost
 from hivegate.backends.upstream_names import UpstreamNames
 from hivegate.errors import AgentError, AgentServiceUnavailableError, ServiceTimeoutError
@@ -157,12 +162,12 @@ class McpUpstreamBackend:
         self._spec = spec
         self.subscription_bus: SubscriptionBus | None = InMemorySubscriptionBus()
         self._task_group: anyio.abc.TaskGroup | None = None
-        self._callers: dict[int, _Callers] = {}
+        self._callers: dict[int, Callers] = {}
         self._posts: dict[int, UpstreamPost] = {}
         """The lean hop of each open client of a 2026-07-28 HTTP upstream, by ``id`` of the client (:meth:`_call`)."""
         self._cut_offs = 0
         """Upstream answers cut off at ``max_result_bytes`` so far (HTTP; :meth:`request`)."""
-        """Each open upstream client's calls in flight, by ``id`` of the client (:func:`_caller_of`)."""
+        """Each open upstream client's calls in flight, by ``id`` of the client (:func:`caller_of`)."""
         # The upstream clients by caller key (_caller_key): "" for the agent's one, the user's id per_user.
         self._connections: dict[str, _Connection] = {}
         # One event per connection task still running: set once its client (and process) is closed.
@@ -192,7 +197,7 @@ class McpUpstreamBackend:
     def serves_plainly(self, method: str) -> bool:
         """True for every forwarded method: a plain request's answer needs nothing of the caller's session
         (no progress is relayed without a token, no log message without a level, and an upstream's
-        request for a 2026-07-28 caller is declined: :func:`_caller_of`)."""
+        request for a 2026-07-28 caller is declined: :func:`caller_of`)."""
         return method in FORWARDED_METHODS
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
@@ -379,7 +384,7 @@ class McpUpstreamBackend:
             # A handshake-era caller filters log messages by its session's level (logging/setLevel): the
             # upstream sends them all, and the caller's session keeps what its level lets through.
             meta[LOG_LEVEL_META_KEY] = "debug"
-        token = _CALLER.set(ctx)
+        token = CALLER.set(ctx)
         callers = self._callers.get(id(client))
         if callers is not None:
             callers.enter(ctx, current_principal().user_id)
@@ -387,12 +392,12 @@ class McpUpstreamBackend:
             if method == "tools/call":  # bounded by the agent's invoke timeout (the caller's), not timeout_seconds
                 if drive:
                     return await client.call_tool(
-                        params["name"], params.get("arguments"), progress_callback=_progress_to(ctx), meta=meta or None
+                        params["name"], params.get("arguments"), progress_callback=progress_to(ctx), meta=meta or None
                     )
                 return await session.call_tool(
                     params["name"],
                     params.get("arguments"),
-                    progress_callback=_progress_to(ctx),
+                    progress_callback=progress_to(ctx),
                     input_responses=params.get("inputResponses"),
                     request_state=params.get("requestState"),
                     meta=meta or None,
@@ -423,7 +428,7 @@ class McpUpstreamBackend:
                 request = types.CompleteRequest(params=types.CompleteRequestParams.model_validate(params))
                 return await session.send_request(request, types.CompleteResult)
         finally:
-            _CALLER.reset(token)
+            CALLER.reset(token)
             if callers is not None:
                 callers.calls.pop(id(ctx), None)
 
@@ -662,7 +667,7 @@ class McpUpstreamBackend:
 
     def _client_for(self, stack: AsyncExitStack, conn: _Connection | None = None) -> Client:
         spec = self._spec
-        callers = _Callers()  # the calls in flight on this client (_call), for the upstream's requests and logs
+        callers = Callers()  # the calls in flight on this client (_call), for the upstream's requests and logs
         stack.callback(lambda: self._callers.pop(id(client), None) if client is not None else None)
         client: Client | None = None
         common: dict[str, Any] = {
@@ -670,10 +675,10 @@ class McpUpstreamBackend:
             "cache": None,
             "message_handler": self._on_message,
             "read_timeout_seconds": None,
-            "sampling_callback": functools.partial(_ask_caller, callers),
-            "elicitation_callback": functools.partial(_ask_caller, callers),
-            "list_roots_callback": functools.partial(_ask_caller_for_roots, callers),
-            "logging_callback": functools.partial(_log_to_caller, callers),
+            "sampling_callback": functools.partial(ask_caller, callers),
+            "elicitation_callback": functools.partial(ask_caller, callers),
+            "list_roots_callback": functools.partial(ask_caller_for_roots, callers),
+            "logging_callback": functools.partial(log_to_caller, callers),
             "client_info": _CLIENT_INFO,
         }
         if spec.command is not None:
@@ -805,95 +810,6 @@ _LIST_KEYS = {
 }
 
 
-_CALLER: ContextVar[ServerRequestContext[Any, Any] | None] = ContextVar("hivegate_upstream_caller", default=None)
-"""The request whose upstream call is running in this task (the input-required driver runs in it)."""
-
-
-class _Callers:
-    """The calls in flight on one upstream client (by ``id`` of their request context), and whose calls
-    it has served: one signed-in user's only (``user``), or anyone's (``mixed``)."""
-
-    __slots__ = ("calls", "mixed", "user")
-
-    def __init__(self) -> None:
-        self.calls: dict[int, ServerRequestContext[Any, Any]] = {}
-        self.user: str | None = None
-        self.mixed = False
-
-    def enter(self, ctx: ServerRequestContext[Any, Any], user: str | None) -> None:
-        self.calls[id(ctx)] = ctx
-        if user is None or (self.user is not None and self.user != user):
-            self.mixed = True
-        self.user = self.user or user
-
-
-def _caller_of(callers: _Callers) -> ServerRequestContext[Any, Any] | None:
-    """Whom an upstream's request or log message is for: the call running in this task; else (the SDK
-    hands a stdio upstream's messages to its callbacks from its reader task, where no call runs, and
-    stdio carries no request id with them) the only call in flight on that client, when every call the
-    client has served was one signed-in user's (a message left over from an ended call then still goes
-    to its own user). Otherwise it cannot be told whose it is: nobody gets it (a log message is dropped,
-    a request declined), so one caller never sees what belongs to another (an anonymous caller, or
-    another user)."""
-    caller = _CALLER.get()
-    if caller is None and len(callers.calls) == 1 and not callers.mixed:
-        caller = next(iter(callers.calls.values()))
-    if (
-        caller is not None
-        and caller.protocol_version in MODERN_PROTOCOL_VERSIONS
-        and LOG_LEVEL_META_KEY not in (caller.meta or {})
-    ):
-        # A 2026-07-28 caller takes no request from the server, and log messages only when its request
-        # asked for them (SEP-2577): one that asked for none gets nothing (on the lean path its session
-        # could not send it anyway).
-        return None
-    return caller
-
-
-async def _ask_caller(callers: _Callers, context: ClientRequestContext, params: Any) -> Any:
-    """An upstream's sampling or elicitation request, asked of the caller whose call it belongs to.
-
-    A question embedded in an ``InputRequiredResult`` is asked in the calling task; one the upstream
-    sends on its own (a handshake-era server's request, which the SDK hands over outside the call's task)
-    goes to the only call in flight on that client, and is declined when there is none or more than one
-    (:func:`_caller_of`)."""
-    caller = _caller_of(callers)
-    if caller is None:
-        return types.ErrorData(code=types.INVALID_REQUEST, message="the gateway has no caller to ask")
-    try:
-        if isinstance(params, types.CreateMessageRequestParams):
-            result_type: Any = types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
-            request: Any = types.CreateMessageRequest(params=params)
-        else:
-            result_type, request = types.ElicitResult, types.ElicitRequest(params=params)
-        return await caller.session.send_request(request, result_type)
-    except MCPError as exc:
-        return exc.error
-
-
-async def _log_to_caller(callers: _Callers, params: types.LoggingMessageNotificationParams) -> None:
-    """An upstream's log message for a call, relayed to that call's caller (:func:`_caller_of`; a message
-    without one caller to go to is dropped)."""
-    caller = _caller_of(callers)
-    if caller is not None:
-        # Deprecated as of 2026-07-28 (SEP-2577), the handshake era's way still: the session applies the
-        # caller's level (logging/setLevel, or its request's opt-in).
-        await caller.session.send_log_message(  # pyright: ignore[reportDeprecated]
-            params.level, params.data, params.logger, caller.request_id
-        )
-
-
-async def _ask_caller_for_roots(callers: _Callers, context: ClientRequestContext) -> Any:
-    """An upstream's ``roots/list``, asked of the caller (as :func:`_ask_caller`)."""
-    caller = _caller_of(callers)
-    if caller is None:
-        return types.ErrorData(code=types.INVALID_REQUEST, message="the gateway has no caller to ask")
-    try:
-        return await caller.session.send_request(types.ListRootsRequest(), types.ListRootsResult)
-    except MCPError as exc:
-        return exc.error
-
-
 def _declared_capabilities(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
     """The caller's client capabilities, as declared to a 2026-07-28 upstream (SEP-2322): a 2026-07-28
     caller's from its request's envelope (validated), a handshake-era caller's from its session."""
@@ -932,33 +848,6 @@ def _forwarded_params(params: Mapping[str, Any], modern: bool) -> dict[str, Any]
         else:
             forwarded.pop("_meta")
     return forwarded
-
-
-def _progress_to(ctx: ServerRequestContext[Any, Any]) -> ProgressFnT:
-    """Relay upstream progress to the caller's request (a no-op when the caller asked for none).
-
-    While one notification is being sent to a slow caller, later ones replace each other and only the
-    latest is sent next: an upstream's flood of progress costs the gateway one pending notification
-    per call, not one per notification (the attack trial saw 100,000 of them pile up as 800 MB). Spec:
-    MCP 2025-11-25 basic/utilities/progress (progress increases; intermediate values may be skipped).
-    """
-    latest: tuple[float, float | None, str | None] | None = None
-    sending = False
-
-    async def relay(progress: float, total: float | None, message: str | None) -> None:
-        nonlocal latest, sending
-        latest = (progress, total, message)
-        if sending:
-            return  # the running send goes on with the latest
-        sending = True
-        try:
-            while latest is not None:
-                notification, latest = latest, None
-                await ctx.session.report_progress(*notification)
-        finally:
-            sending = False
-
-    return relay
 
 
 def _minimal_env() -> dict[str, str]:
