@@ -220,14 +220,20 @@ async def test_a_chunked_answer_past_the_limit_is_cut_off() -> None:
             await post.request("tools/call", {"name": "t", "arguments": {}})
 
 
-async def test_an_upstream_that_never_answers_times_out() -> None:
+async def test_an_upstream_that_never_answers_a_read_times_out_and_a_tool_call_waits() -> None:
+    """``timeout_seconds`` bounds each read of an answer, but a ``tools/call``'s, which the agent's invoke
+    timeout bounds (docs/backends.md): a tool may work longer than ``timeout_seconds`` before it answers."""
+
     async def answer(_: dict[str, str], __: bytes, writer: asyncio.StreamWriter) -> None:
         await asyncio.Event().wait()  # until the connection goes
 
     async with upstream() as fake, hop(fake, timeout_seconds=0.3) as post:
         fake.answer = answer
         with anyio.fail_after(TIMEOUT), pytest.raises(TimeoutError):
+            await post.request("resources/read", {"uri": "file:///x"})
+        with anyio.move_on_after(1.0) as waited:  # more than three times timeout_seconds
             await post.request("tools/call", {"name": "t", "arguments": {}})
+    assert waited.cancelled_caught, "the tool call ended before the caller gave up on it"
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -19,7 +19,8 @@ error body at any status is the upstream's error; a bare 404 is method not found
 status an internal error, a 202 or an unfollowed redirect an invalid request; an answer that does not
 parse is a parse error; a negative ``ttlMs`` is floored to 0; SSE parsed by httpx2's ``EventSource``,
 the SDK client's parser), the result validated as the method's result model (``mcp_types``), and the
-same limits (``max_result_bytes`` on the answer, ``timeout_seconds`` on connecting and on each read).
+same limits (``max_result_bytes`` on the answer; ``timeout_seconds`` on connecting, and on each read of
+the answer to any method but ``tools/call``, which the agent's invoke timeout bounds, as documented).
 Cancelling the calling task closes the POST, which is the 2026-07-28 wire's cancellation. Cookies are
 not kept (one upstream connection serves many callers); the environment's proxy settings are
 read as httpx2 reads them, once per connection.
@@ -149,7 +150,8 @@ class UpstreamPost:
         version: the negotiated protocol version (a modern one).
         headers: the agent's own headers for the upstream (its credentials included).
         client_info: the ``clientInfo`` the SDK client declares on the same connection.
-        timeout_seconds: the longest wait to connect, and for each read of the answer.
+        timeout_seconds: the longest wait to connect, and for each read of an answer (``tools/call`` aside:
+            the caller's invoke timeout bounds it).
         max_result_bytes: the largest answer read (beyond it: :class:`ResultTooLargeError`).
         on_cut: told of each answer cut off.
 
@@ -180,7 +182,8 @@ class UpstreamPost:
             "accept": _ACCEPT,
             MCP_PROTOCOL_VERSION_HEADER: version,
         }
-        self._timeout = aiohttp.ClientTimeout(
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=timeout_seconds, sock_connect=timeout_seconds)
+        self._read_timeout = aiohttp.ClientTimeout(
             total=None, connect=timeout_seconds, sock_connect=timeout_seconds, sock_read=timeout_seconds
         )
         self._session: aiohttp.ClientSession | None = None
@@ -221,7 +224,8 @@ class UpstreamPost:
                 validate).
             ResultTooLargeError: the answer passed ``max_result_bytes``.
             aiohttp.ClientError: the POST failed (connect, a dropped connection).
-            TimeoutError: no connection, or no byte of the answer, within ``timeout_seconds``.
+            TimeoutError: no connection within ``timeout_seconds``; or, but for ``tools/call``, no byte of
+                the answer within it.
             RuntimeError: the session is closed.
         """
         session = self._session
@@ -241,7 +245,10 @@ class UpstreamPost:
             arguments = params.get("arguments")
             if isinstance(arguments, Mapping) and arguments:
                 headers.update(mcp_param_headers(self._header_map(input_schema), arguments))
-        async with session.post(self._url, data=body, headers=headers, allow_redirects=False) as response:
+        timeout = self._timeout if method == "tools/call" else self._read_timeout
+        async with session.post(
+            self._url, data=body, headers=headers, allow_redirects=False, timeout=timeout
+        ) as response:
             raw = await self._answer(response, request_id)
         return _validated(method, raw)
 
