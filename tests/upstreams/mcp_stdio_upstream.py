@@ -86,6 +86,12 @@ def big(n: int) -> str:
     return "x" * n
 
 
+@server.tool(description="Answer after the given seconds.")
+async def slow(seconds: float) -> str:
+    await asyncio.sleep(seconds)
+    return f"after {seconds} s"
+
+
 @server.tool(description="Write text to stderr n times, a line each.")
 def shout(text: str, n: int = 1) -> str:
     for _ in range(n):

@@ -701,7 +701,9 @@ class McpUpstreamBackend:
         http = httpx2.AsyncClient(
             headers=headers,
             auth=auth,
-            timeout=httpx2.Timeout(spec.timeout_seconds),
+            # No read timeout: a tools/call is bounded by the agent's invoke timeout, the other requests by
+            # timeout_seconds (_call, _listed), and a handshake-era session's GET stream may idle.
+            timeout=httpx2.Timeout(spec.timeout_seconds, read=None),
             follow_redirects=False,
             transport=LimitedTransport(spec.max_result_bytes, self._note_cut_off),
         )

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import anyio
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
@@ -53,6 +54,7 @@ from hivegate.errors import (
     INVALID_PARAMS,
     LEGACY_RESOURCE_NOT_FOUND,
     ResourceNotFoundError,
+    ServiceTimeoutError,
     UnknownPromptError,
     UnknownToolError,
 )
@@ -184,7 +186,11 @@ class AgentHandlers:
             if any(t.name == params.name for t in backend_tools):
                 assert view.backend is not None  # serves_backend implies a backend
                 await self._policy.check_rate(current_principal(), view.spec)
-                return await view.backend.request(ctx, "tools/call", dict(ctx.params or {}))
+                timeout = view.spec.invoke_timeout_seconds  # a backend tool's call, like a message: one deadline
+                with anyio.move_on_after(timeout) as deadline:
+                    return await view.backend.request(ctx, "tools/call", dict(ctx.params or {}))
+                if deadline.cancelled_caught:
+                    raise ServiceTimeoutError(timeout)
         raise UnknownToolError(f"Unknown tool: {params.name}", data={"name": params.name})
 
     # -- resources ---------------------------------------------------------------------
