@@ -192,6 +192,7 @@ async def test_one_child_serves_every_call_and_is_started_again_after_a_crash(wo
                 "garbage",
                 "leak_env",
                 "shout",
+                "slow",
                 "whoami",
             ]
             first = text(await client.call_tool("whoami", {}))
