@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import os
 import time
 from collections.abc import Mapping
@@ -82,7 +81,7 @@ from hivegate import __version__
 from hivegate.agents.model import McpBackendSpec
 from hivegate.auth.principal import current_principal
 from hivegate.backends.base import DeltaSink, Invocation, failure_line
-from hivegate.backends.stdio_upstream import KILL_GRACE_SECONDS, STOP_GRACE_SECONDS, StdioTransport
+from hivegate.backends.stdio_upstream import StdioTransport
 from hivegate.backends.upstream_auth import Httpx2UpstreamAuth, UpstreamCredentials
 from hivegate.backends.upstream_callers import (
     CALLER,
@@ -94,6 +93,7 @@ from hivegate.backends.upstream_callers import (
 )
 from hivegate.backends.upstream_http import POST_METHODS, LimitedTransport, ResultTooLargeError, UpstreamPost
 from hivegate.backends.upstream_names import UpstreamNames
+from hivegate.backends.upstream_pool import UpstreamConnection, UpstreamPool
 from hivegate.errors import AgentError, AgentServiceUnavailableError, ServiceTimeoutError
 from hivegate.mcp.sdk_bridge import keep_request_client_capabilities
 
@@ -112,13 +112,6 @@ _CHANGE_COALESCE_SECONDS = 1.0
 """An upstream's list changes of one kind are announced at most once a second (a flood is one event)."""
 _RETRY_FIRST_SECONDS = 1.0
 _RETRY_MAX_SECONDS = 30.0
-_SHORT_LIVED_SECONDS = 10.0
-"""A connection lost sooner than this after it opened counts towards the restart back-off."""
-_EVICTABLE_AFTER_SECONDS = 1.0
-"""A per_user process with no request for this long may be stopped to make room for another user's."""
-_CLOSE_SECONDS = STOP_GRACE_SECONDS + KILL_GRACE_SECONDS + 3.0
-"""The longest :meth:`McpUpstreamBackend.aclose` waits for the processes to stop (their stop is bounded)."""
-
 _CAPABILITY_OF = {
     "tools/list": "tools",
     "tools/call": "tools",
@@ -161,19 +154,14 @@ class McpUpstreamBackend:
         self._agent_id = agent_id
         self._spec = spec
         self.subscription_bus: SubscriptionBus | None = InMemorySubscriptionBus()
-        self._task_group: anyio.abc.TaskGroup | None = None
         self._callers: dict[int, Callers] = {}
         self._posts: dict[int, UpstreamPost] = {}
         """The lean hop of each open client of a 2026-07-28 HTTP upstream, by ``id`` of the client (:meth:`_call`)."""
         self._cut_offs = 0
         """Upstream answers cut off at ``max_result_bytes`` so far (HTTP; :meth:`request`)."""
         """Each open upstream client's calls in flight, by ``id`` of the client (:func:`caller_of`)."""
-        # The upstream clients by caller key (_caller_key): "" for the agent's one, the user's id per_user.
-        self._connections: dict[str, _Connection] = {}
-        # One event per connection task still running: set once its client (and process) is closed.
-        self._running: set[anyio.Event] = set()
+        self._pool = UpstreamPool(agent_id, spec, self._hold)
         self._announced: dict[type, float] = {}
-        self._closed = False
         self._names = UpstreamNames.of(spec)
         self._reported: set[str] = set()
 
@@ -183,7 +171,7 @@ class McpUpstreamBackend:
         capability = _CAPABILITY_OF.get(method)
         if capability is None:
             return False
-        conn = self._caller_connection()
+        conn = self._pool.caller_connection()
         client = None if conn is None else conn.client
         if client is None:
             return True
@@ -202,42 +190,25 @@ class McpUpstreamBackend:
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         """Remember ``task_group`` for the upstream connection (opened by the first request)."""
-        self._task_group = task_group
+        self._pool.start(task_group)
 
     async def aclose(self) -> None:
         """Close every upstream connection, and wait (bounded) until each stdio process is stopped: its stdin
         closed, then its process group ended. Idempotent."""
-        self._closed = True
-        for conn in list(self._connections.values()):
-            self._stop(conn)
-        running = list(self._running)
-        with anyio.move_on_after(_CLOSE_SECONDS, shield=True):
-            for stopped in running:
-                await stopped.wait()
+        await self._pool.aclose()
 
     @property
     def _lists(self) -> dict[tuple[str, str | None], tuple[float, Any]]:
         """The caller's connection's cached list pages: each keeps its own (per_user, each user's process may
         list differently)."""
-        conn = self._caller_connection()
+        conn = self._pool.caller_connection()
         return {} if conn is None else conn.lists
 
     @property
     def _schemas(self) -> dict[str, Mapping[str, Any]]:
         """The caller's connection's tool input schemas (as :attr:`_lists`)."""
-        conn = self._caller_connection()
+        conn = self._pool.caller_connection()
         return {} if conn is None else conn.schemas
-
-    def _caller_key(self) -> str | None:
-        """Which connection serves the caller: ``""``, the agent's one; per_user (stdio), the caller's user id
-        (None for an anonymous caller, which has none)."""
-        if self._spec.isolation != "per_user" or self._spec.command is None:
-            return ""
-        return current_principal().user_id
-
-    def _caller_connection(self) -> _Connection | None:
-        key = self._caller_key()
-        return None if key is None else self._connections.get(key)
 
     async def invoke(self, invocation: Invocation, on_delta: DeltaSink | None) -> str:
         raise AgentError("This agent has no message tool.")
@@ -254,7 +225,7 @@ class McpUpstreamBackend:
             raise MCPError(METHOD_NOT_FOUND, "Method not found", data=method)
         shown = params.get("name") if method == "tools/call" else None
         params = self._names.upstream_params(method, params)
-        client = await self._connected()
+        client = await self._pool.connected()
         if not self.has_method(method):
             if method in _LISTS:  # the upstream has none: an empty list
                 return _LISTS[method].model_validate({_LIST_KEYS[method]: []})
@@ -276,7 +247,7 @@ class McpUpstreamBackend:
             if exc.error.code != CONNECTION_CLOSED:  # the upstream's own error: as it is
                 raise
             logger.warning("agent %s: the upstream MCP server's connection closed", self._agent_id)
-            self._forget(client)
+            self._pool.forget(client)
             raise AgentServiceUnavailableError() from None
         except TimeoutError:
             raise ServiceTimeoutError(self._spec.timeout_seconds) from None
@@ -291,7 +262,7 @@ class McpUpstreamBackend:
             if isinstance(exc, ResultTooLargeError):
                 self._cut_off_answer()
             logger.warning("agent %s: the upstream MCP server failed: %s", self._agent_id, failure_line(exc))
-            self._forget(client)
+            self._pool.forget(client)
             raise AgentServiceUnavailableError() from None
 
     def _note_cut_off(self) -> None:
@@ -448,96 +419,14 @@ class McpUpstreamBackend:
         with anyio.fail_after(self._spec.timeout_seconds):
             return await post.request(method, params)
 
-    async def _connected(self) -> Client:
-        """The caller's upstream client (the agent's, or per_user the user's), opened when there is none (a
-        process started), unless the back-off after failures to open it is running."""
-        key = self._caller_key()
-        if key is None:
-            raise AgentServiceUnavailableError("this agent runs a process per user: an anonymous caller has none")
-        while True:
-            conn = self._connections.get(key)
-            if conn is not None and conn.client is not None:
-                conn.last_used = time.monotonic()
-                return conn.client
-            if self._closed or self._task_group is None:
-                raise AgentServiceUnavailableError()
-            if conn is None:
-                self._prune()
-                conn = self._connections[key] = _Connection(key)
-            async with conn.connecting:
-                if self._connections.get(key) is not conn:  # stopped while this call waited: start over
-                    continue
-                if conn.client is not None:
-                    conn.last_used = time.monotonic()
-                    return conn.client
-                return await self._open(conn)
-
-    async def _open(self, conn: _Connection) -> Client:
-        """Open ``conn``'s client (its lock held), unless its back-off is running or there is no room."""
-        if self._closed or self._task_group is None or time.monotonic() < conn.retry_at:
-            raise AgentServiceUnavailableError()
-        self._make_room(conn)
-        try:
-            with anyio.fail_after(self._spec.timeout_seconds):
-                client = await self._task_group.start(self._hold, conn)
-        except Exception as exc:  # the upstream could not be reached, started or spoken to
-            conn.retry_at = time.monotonic() + conn.retry_pause
-            conn.retry_pause = min(conn.retry_pause * 2, _RETRY_MAX_SECONDS)
-            logger.warning("agent %s: the upstream MCP server cannot be opened: %s", self._agent_id, failure_line(exc))
-            if isinstance(exc, TimeoutError):
-                raise ServiceTimeoutError(self._spec.timeout_seconds) from None
-            raise AgentServiceUnavailableError() from None
-        finally:
-            conn.opening = False
-        if self._closed or self._connections.get(conn.key) is not conn:  # closed while it opened
-            if conn.lost is not None:
-                conn.lost.set()
-            raise AgentServiceUnavailableError()
-        conn.retry_pause = _RETRY_FIRST_SECONDS
-        conn.client = client
-        conn.opened_at = conn.last_used = time.monotonic()
-        return client
-
-    def _make_room(self, conn: _Connection) -> None:
-        """Count ``conn`` among the agent's processes; past ``max_processes``, stop the least recently used
-        idle one (no request in flight, none for :data:`_EVICTABLE_AFTER_SECONDS`), or refuse when all are
-        busy (``agent_service_unavailable``)."""
-        while True:
-            others = [c for c in self._connections.values() if c is not conn and (c.client is not None or c.opening)]
-            if len(others) < self._spec.max_processes:
-                conn.opening = True
-                return
-            now = time.monotonic()
-            idle = [c for c in others if c.client is not None and c.idle_for(now) >= _EVICTABLE_AFTER_SECONDS]
-            if not idle:
-                logger.warning(
-                    "agent %s: its %d upstream processes are all busy: one more is refused",
-                    self._agent_id,
-                    len(others),
-                )
-                raise AgentServiceUnavailableError()
-            victim = max(idle, key=lambda c: c.idle_for(now))
-            logger.info("agent %s: stopping its least recently used upstream process to make room", self._agent_id)
-            self._stop(victim)
-
-    def _prune(self) -> None:
-        """Let go of the restart state of connections that are down and not backing off, once there are many
-        (per_user: one per user who called)."""
-        if len(self._connections) < 2 * self._spec.max_processes:
-            return
-        now = time.monotonic()
-        for key, conn in list(self._connections.items()):
-            if conn.client is None and not conn.opening and not conn.connecting.locked() and conn.retry_at <= now:
-                del self._connections[key]
-
     async def _hold(
-        self, conn: _Connection, *, task_status: anyio.abc.TaskStatus[Client] = anyio.TASK_STATUS_IGNORED
+        self, conn: UpstreamConnection, *, task_status: anyio.abc.TaskStatus[Client] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Open the upstream client of ``conn``, hand it over, and keep it open until it is lost or stopped, or
         the backend closes (one task enters and leaves it: its cancel scopes are that task's)."""
         lost = anyio.Event()
         stopped = anyio.Event()
-        self._running.add(stopped)
+        self._pool.running.add(stopped)
         client: Client | None = None
         try:
             async with AsyncExitStack() as stack:
@@ -555,11 +444,11 @@ class McpUpstreamBackend:
                     if client.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
                         tasks.start_soon(self._listen, client)
                     if conn.transport is not None:
-                        tasks.start_soon(self._supervise, conn, client, conn.transport)
+                        tasks.start_soon(self._pool.supervise, conn, client, conn.transport)
                     await lost.wait()
                     tasks.cancel_scope.cancel()
         except Exception as exc:
-            if client is None:  # before the hand-over: the opening request gets it (_connected)
+            if client is None:  # before the hand-over: the opening request gets it (UpstreamPool.connected)
                 raise
             # After it: this task runs in the runtime's shared task group, which an exception would end
             # for every agent. The connection is over (a cut-off answer, a dropped stream): say so, and
@@ -568,49 +457,8 @@ class McpUpstreamBackend:
         finally:
             if client is not None and conn.client is client:
                 conn.client = None
-            self._running.discard(stopped)
+            self._pool.running.discard(stopped)
             stopped.set()
-
-    async def _supervise(self, conn: _Connection, client: Client, transport: StdioTransport) -> None:
-        """A stdio upstream's process: when it ends (it exited, or was cut off), its connection is lost at once
-        (the next call starts a new process, after the back-off); when it has had no request for
-        ``idle_stop_seconds``, it is stopped."""
-        idle_stop = self._spec.idle_stop_seconds
-        wait = idle_stop if idle_stop > 0 else math.inf
-        while True:
-            with anyio.move_on_after(wait):
-                await transport.ended.wait()
-            if conn.client is not client:
-                return
-            if transport.ended.is_set():
-                logger.warning(
-                    "agent %s: the stdio upstream (pid %s) ended%s",
-                    self._agent_id,
-                    transport.pid,
-                    "" if transport.cut_off is None else f": cut off ({transport.cut_off})",
-                )
-                self._forget(client)
-                return
-            idle_for = conn.idle_for(time.monotonic())
-            if idle_for >= idle_stop:
-                logger.info(
-                    "agent %s: the stdio upstream (pid %s) had no request for %.1f s: stopping it",
-                    self._agent_id,
-                    transport.pid,
-                    idle_for,
-                )
-                self._stop(conn)
-                return
-            wait = idle_stop - idle_for
-
-    def _stop(self, conn: _Connection) -> None:
-        """Let ``conn`` go and close its client (its process is stopped): the next request opens a new one, at
-        once (an idle or evicted process, or the backend closing)."""
-        if self._connections.get(conn.key) is conn:
-            del self._connections[conn.key]
-        conn.client = None
-        if conn.lost is not None:
-            conn.lost.set()
 
     async def _listen(self, client: Client) -> None:
         """A 2026-07-28 upstream's list changes, from its ``subscriptions/listen`` stream, become the agent's
@@ -665,7 +513,7 @@ class McpUpstreamBackend:
             headers["Authorization"] = f"Bearer {token}"
         return headers
 
-    def _client_for(self, stack: AsyncExitStack, conn: _Connection | None = None) -> Client:
+    def _client_for(self, stack: AsyncExitStack, conn: UpstreamConnection | None = None) -> Client:
         spec = self._spec
         callers = Callers()  # the calls in flight on this client (_call), for the upstream's requests and logs
         stack.callback(lambda: self._callers.pop(id(client), None) if client is not None else None)
@@ -733,7 +581,7 @@ class McpUpstreamBackend:
         """An upstream list change: the cached pages go (every connection's: per_user, the change of one
         user's process drops them all), and the agent's listeners hear of it, at most once a
         :data:`_CHANGE_COALESCE_SECONDS` per kind (a flood of notifications is one announcement)."""
-        for conn in self._connections.values():
+        for conn in self._pool.connections():
             conn.lists.clear()
         now = time.monotonic()
         kind = type(event)
@@ -742,66 +590,6 @@ class McpUpstreamBackend:
         self._announced[kind] = now
         if self.subscription_bus is not None:
             await self.subscription_bus.publish(event)
-
-    def _forget(self, client: Client) -> None:
-        """The connection of ``client`` failed (a stdio upstream crashed): the next request opens a new one,
-        at once the first time; when the new one fails too within :data:`_SHORT_LIVED_SECONDS`, after a
-        back-off that doubles (1 s to 30 s), so a process that dies at once is not restarted by every call.
-        Each connection (per_user: each user's) has its own back-off."""
-        conn = next((c for c in self._connections.values() if c.client is client), None)
-        if conn is None:
-            return
-        conn.client = None
-        now = time.monotonic()
-        conn.short_lived = conn.short_lived + 1 if now - conn.opened_at < _SHORT_LIVED_SECONDS else 0
-        if conn.short_lived > 1:  # the process it was restarted into died young too
-            conn.retry_at = now + min(_RETRY_FIRST_SECONDS * 2 ** (conn.short_lived - 2), _RETRY_MAX_SECONDS)
-        if conn.lost is not None:
-            conn.lost.set()
-
-
-class _Connection:
-    """One upstream client of an agent (per_user: of one user) and its restart state, which outlives it."""
-
-    __slots__ = (
-        "client",
-        "connecting",
-        "key",
-        "last_used",
-        "lists",
-        "lost",
-        "opened_at",
-        "opening",
-        "retry_at",
-        "retry_pause",
-        "schemas",
-        "short_lived",
-        "transport",
-    )
-
-    def __init__(self, key: str) -> None:
-        self.key = key
-        self.client: Client | None = None
-        self.transport: StdioTransport | None = None
-        self.lost: anyio.Event | None = None
-        self.connecting = anyio.Lock()
-        self.opening = False
-        self.retry_at = 0.0
-        self.retry_pause = _RETRY_FIRST_SECONDS
-        self.opened_at = 0.0
-        self.short_lived = 0
-        self.last_used = time.monotonic()
-        self.lists: dict[tuple[str, str | None], tuple[float, Any]] = {}
-        self.schemas: dict[str, Mapping[str, Any]] = {}
-
-    def idle_for(self, now: float) -> float:
-        """Seconds since its last request or answer (0 while a request to a stdio process is in flight)."""
-        transport = self.transport
-        if transport is None:
-            return now - self.last_used
-        if transport.busy:
-            return 0.0
-        return now - max(self.last_used, transport.last_active)
 
 
 _LIST_KEYS = {
