@@ -76,6 +76,7 @@ from mcp_types import (
     RequestParamsMeta,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from hivegate import __version__
 from hivegate.agents.model import McpBackendSpec
@@ -218,7 +219,8 @@ class McpUpstreamBackend:
 
         Raises:
             MCPError: the upstream's own JSON-RPC error, or method not found (a method it does not serve).
-            AgentServiceUnavailableError: the upstream cannot be reached or its connection dropped.
+            AgentServiceUnavailableError: the upstream cannot be reached, its connection dropped, or its
+                answer is not a valid result (never the caller's invalid params).
             ServiceTimeoutError: no answer within ``timeout_seconds`` (a list, a read, a prompt).
         """
         if method not in _CAPABILITY_OF:
@@ -237,20 +239,17 @@ class McpUpstreamBackend:
                 return await self._listed(client, method, forwarded)
             return await self._call(ctx, client, method, forwarded, shown)
         except MCPError as exc:
-            if self._cut_offs != cut_offs and exc.error.code in (PARSE_ERROR, CONNECTION_CLOSED):
-                self._cut_off_answer()  # that answer failed, not the connection: the other calls go on
-            if exc.error.code == PARSE_ERROR:  # the SDK client could not parse the upstream's answer
-                logger.warning(
-                    "agent %s: the upstream MCP server answered garbage: %s", self._agent_id, failure_line(exc)
-                )
-                raise AgentServiceUnavailableError() from None
-            if exc.error.code != CONNECTION_CLOSED:  # the upstream's own error: as it is
-                raise
-            logger.warning("agent %s: the upstream MCP server's connection closed", self._agent_id)
-            self._pool.forget(client)
-            raise AgentServiceUnavailableError() from None
+            self._protocol_failure(exc, client, cut=self._cut_offs != cut_offs)
         except TimeoutError:
             raise ServiceTimeoutError(self._spec.timeout_seconds) from None
+        except ValidationError as exc:  # the SDK client's check of the upstream's result, not the caller's params
+            logger.warning(
+                "agent %s: the upstream MCP server's %s result does not validate: %s",
+                self._agent_id,
+                method,
+                failure_line(exc),
+            )
+            raise AgentServiceUnavailableError() from None
         except (
             httpx2.HTTPError,
             aiohttp.ClientError,
@@ -264,6 +263,21 @@ class McpUpstreamBackend:
             logger.warning("agent %s: the upstream MCP server failed: %s", self._agent_id, failure_line(exc))
             self._pool.forget(client)
             raise AgentServiceUnavailableError() from None
+
+    def _protocol_failure(self, exc: MCPError, client: Client, *, cut: bool) -> NoReturn:
+        """A request's MCPError (:meth:`request`): the upstream's own error passes as it is; an answer cut
+        off (``cut``) or not parsed is that call's ``agent_service_unavailable``; a closed connection is
+        forgotten (the next request opens another)."""
+        if cut and exc.error.code in (PARSE_ERROR, CONNECTION_CLOSED):
+            self._cut_off_answer()  # that answer failed, not the connection: the other calls go on
+        if exc.error.code == PARSE_ERROR:  # the SDK client could not parse the upstream's answer
+            logger.warning("agent %s: the upstream MCP server answered garbage: %s", self._agent_id, failure_line(exc))
+            raise AgentServiceUnavailableError() from None
+        if exc.error.code != CONNECTION_CLOSED:  # the upstream's own error: as it is
+            raise exc
+        logger.warning("agent %s: the upstream MCP server's connection closed", self._agent_id)
+        self._pool.forget(client)
+        raise AgentServiceUnavailableError() from None
 
     def _note_cut_off(self) -> None:
         self._cut_offs += 1
@@ -412,12 +426,24 @@ class McpUpstreamBackend:
 
     async def _post(self, post: UpstreamPost, method: str, params: dict[str, Any], shown: object) -> Any:
         """The lean hop (:meth:`_call`): a ``tools/call`` is bounded by the agent's invoke timeout (the
-        caller's), the other methods by ``timeout_seconds``."""
-        if method == "tools/call":
-            schema = self._schemas.get(shown) if isinstance(shown, str) else None
-            return await post.request(method, params, schema)
-        with anyio.fail_after(self._spec.timeout_seconds):
-            return await post.request(method, params)
+        caller's), the other methods by ``timeout_seconds``.
+
+        A failed POST fails its own call only (``agent_service_unavailable``): the 2026-07-28 wire has no
+        connection to lose, so the agent's upstream client is kept, and no restart back-off starts (two
+        bad answers in a row used to make the next good call wait for it)."""
+        try:
+            if method == "tools/call":
+                schema = self._schemas.get(shown) if isinstance(shown, str) else None
+                return await post.request(method, params, schema)
+            with anyio.fail_after(self._spec.timeout_seconds):
+                return await post.request(method, params)
+        except TimeoutError:
+            raise  # aiohttp's timeouts are TimeoutErrors too: service_timeout (request)
+        except ResultTooLargeError:
+            self._cut_off_answer()
+        except (aiohttp.ClientError, httpx2.HTTPError, OSError) as exc:
+            logger.warning("agent %s: the upstream MCP server failed: %s", self._agent_id, failure_line(exc))
+            raise AgentServiceUnavailableError() from None
 
     async def _hold(
         self, conn: UpstreamConnection, *, task_status: anyio.abc.TaskStatus[Client] = anyio.TASK_STATUS_IGNORED
