@@ -12,6 +12,7 @@ limit and timeout.
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -83,7 +84,9 @@ def request_id(body: bytes) -> Any:
 
 def ok(result: dict[str, Any], *, content_type: str = "application/json") -> Answer:
     async def answer(_: dict[str, str], body: bytes, writer: asyncio.StreamWriter) -> None:
-        payload = orjson.dumps({"jsonrpc": "2.0", "id": request_id(body), "result": result})
+        payload = orjson.dumps(
+            {"jsonrpc": "2.0", "id": request_id(body), "result": {"resultType": "complete", **result}}
+        )
         await raw("200 OK", {"content-type": content_type}, payload)({}, body, writer)
 
     return answer
@@ -170,7 +173,7 @@ async def test_the_upstreams_json_rpc_error_passes_through_at_any_status() -> No
 async def test_an_sse_answer_passes_over_what_comes_before_the_response() -> None:
     async def answer(_: dict[str, str], body: bytes, writer: asyncio.StreamWriter) -> None:
         note = orjson.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}})
-        response = {"jsonrpc": "2.0", "id": request_id(body), "result": {"content": []}}
+        response = {"jsonrpc": "2.0", "id": request_id(body), "result": {"content": [], "resultType": "complete"}}
         events = (
             b"event: message\ndata: " + note + b"\n\n" + b"event: message\ndata: " + orjson.dumps(response) + b"\n\n"
         )
@@ -272,3 +275,71 @@ async def test_the_environments_proxy_is_used_as_the_sdk_clients_httpx2_uses_it(
                 result = await post.request("tools/call", {"name": "t", "arguments": {}})
     assert isinstance(result, types.CallToolResult)
     assert len(proxy.seen) == 1
+
+
+async def test_a_2026_result_without_its_result_type_is_refused_as_the_sdk_client_refuses_it() -> None:
+    """Spec: MCP 2026-07-28 (``Result.resultType`` is required of servers); the SDK client checks each
+    result against its version's surface (``validate_server_result``), and so does the hop."""
+
+    async def answer(_: dict[str, str], body: bytes, writer: asyncio.StreamWriter) -> None:
+        payload = orjson.dumps({"jsonrpc": "2.0", "id": request_id(body), "result": {"content": []}})
+        await raw("200 OK", {"content-type": "application/json"}, payload)({}, body, writer)
+
+    async with upstream() as fake, hop(fake) as post:
+        fake.answer = answer
+        with anyio.fail_after(TIMEOUT), pytest.raises(MCPError) as raised:
+            await post.request("tools/call", {"name": "t", "arguments": {}})
+    assert raised.value.error.code == PARSE_ERROR
+
+
+def annotated_schema() -> dict[str, Any]:
+    return {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}
+
+
+def plain_schema() -> dict[str, Any]:
+    return {"type": "object", "properties": {"region": {"type": "string"}}}
+
+
+async def test_each_tool_gets_its_own_mcp_param_headers_across_listings() -> None:
+    """From the attack trial: the header maps were cached by ``id()`` of the schema; each listing makes new
+    schema objects, a freed schema's id is reused, and a tool got another tool's map (an Mcp-Param header
+    missing, or one it must not have). Here every call comes after a new listing of its tool."""
+    async with upstream() as fake, hop(fake) as post:
+        for round_ in range(40):
+            name, schema = ("hdr", annotated_schema()) if round_ % 2 == 0 else ("plain", plain_schema())
+            with anyio.fail_after(TIMEOUT):
+                await post.request("tools/call", {"name": name, "arguments": {"region": "eu"}}, schema)
+            del schema
+            gc.collect()  # the listing's old schema objects go, and their ids are free for the next
+    for headers, sent in fake.seen:
+        if sent["params"]["name"] == "hdr":
+            assert headers.get("mcp-param-region") == "eu"
+        else:
+            assert "mcp-param-region" not in headers
+
+
+async def test_calls_past_the_pool_wait_for_a_connection_instead_of_timing_out() -> None:
+    """From the attack trial: past the pool's 100 connections, a call waited for one only
+    ``timeout_seconds`` and failed as a timeout though the upstream was healthy. It now waits (a
+    ``tools/call`` is bounded by the agent's invoke timeout)."""
+    full = asyncio.Event()
+
+    async def answer(headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter) -> None:
+        if len(fake.seen) >= 100:
+            full.set()
+        await full.wait()
+        await asyncio.sleep(0.5)  # every connection stays busy past timeout_seconds
+        await ok({"content": []})(headers, body, writer)
+
+    async with upstream() as fake, hop(fake, timeout_seconds=0.2) as post:
+        fake.answer = answer
+        results: list[object] = []
+
+        async def call() -> None:
+            results.append(await post.request("tools/call", {"name": "t", "arguments": {}}))
+
+        with anyio.fail_after(TIMEOUT):
+            async with anyio.create_task_group() as tasks:
+                for _ in range(120):
+                    tasks.start_soon(call)
+    assert len(results) == 120

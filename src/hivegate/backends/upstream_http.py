@@ -63,6 +63,7 @@ from mcp_types import (
     PARSE_ERROR,
     PROTOCOL_VERSION_META_KEY,
 )
+from mcp_types.methods import validate_server_result
 from pydantic import ValidationError
 
 __all__ = ["POST_METHODS", "LimitedTransport", "ResultTooLargeError", "UpstreamPost"]
@@ -80,6 +81,9 @@ _INPUT_REQUIRED = frozenset({"tools/call", "resources/read", "prompts/get"})
 """The methods whose answer may be an ``InputRequiredResult`` (Spec: MCP 2026-07-28, SEP-2322)."""
 _ACCEPT = "application/json, text/event-stream"
 _MAX_HEADER_MAPS = 10_000
+_POOL_CONNECTIONS = 100
+"""The most connections to one upstream at once; more calls wait for one (bounded by their own deadline)."""
+_KEEPALIVE_SECONDS = 2.0
 _CHUNK_BYTES = 65_536
 
 
@@ -175,21 +179,28 @@ class UpstreamPost:
         self._limit = max_result_bytes
         self._on_cut = on_cut
         self._ids = itertools.count(1)
-        self._header_maps: dict[int, dict[tuple[str, ...], str]] = {}
+        # By tool name: the schema the map was made from (held, so it is that schema), and the map.
+        self._header_maps: dict[str, tuple[Mapping[str, Any], dict[tuple[str, ...], str]]] = {}
         self._headers = {
             **headers,
             "content-type": "application/json",
             "accept": _ACCEPT,
             MCP_PROTOCOL_VERSION_HEADER: version,
         }
-        self._timeout = aiohttp.ClientTimeout(total=None, connect=timeout_seconds, sock_connect=timeout_seconds)
+        # connect=None: the wait for a free pooled connection is not bounded here (a tools/call is bounded by
+        # the invoke timeout, the rest by timeout_seconds in the backend); sock_connect bounds connecting.
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=timeout_seconds)
         self._read_timeout = aiohttp.ClientTimeout(
-            total=None, connect=timeout_seconds, sock_connect=timeout_seconds, sock_read=timeout_seconds
+            total=None, connect=None, sock_connect=timeout_seconds, sock_read=timeout_seconds
         )
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> UpstreamPost:
+        # An idle connection is let go after _KEEPALIVE_SECONDS, before common servers close theirs (uvicorn
+        # and Node: 5 s), so a POST seldom meets a connection the upstream is closing.
+        connector = aiohttp.TCPConnector(limit=_POOL_CONNECTIONS, keepalive_timeout=_KEEPALIVE_SECONDS)
         self._session = aiohttp.ClientSession(
+            connector=connector,
             timeout=self._timeout,
             cookie_jar=aiohttp.DummyCookieJar(),
             proxy=_environment_proxy(self._url),
@@ -244,24 +255,26 @@ class UpstreamPost:
         if method == "tools/call" and input_schema is not None:
             arguments = params.get("arguments")
             if isinstance(arguments, Mapping) and arguments:
-                headers.update(mcp_param_headers(self._header_map(input_schema), arguments))
+                headers.update(mcp_param_headers(self._header_map(str(name), input_schema), arguments))
         timeout = self._timeout if method == "tools/call" else self._read_timeout
         async with session.post(
             self._url, data=body, headers=headers, allow_redirects=False, timeout=timeout
         ) as response:
             raw = await self._answer(response, request_id)
-        return _validated(method, raw)
+        return _validated(method, self.version, raw)
 
-    def _header_map(self, input_schema: Mapping[str, Any]) -> dict[tuple[str, ...], str]:
-        """The tool's ``x-mcp-header`` annotations (none when they are invalid: the SDK client drops such a
-        tool from its listing, and the gateway's listing already left it out or shows it unannotated)."""
-        key = id(input_schema)
-        found = self._header_maps.get(key)
-        if found is None:
-            found = {} if find_invalid_x_mcp_header(input_schema) else x_mcp_header_map(input_schema)
-            if len(self._header_maps) >= _MAX_HEADER_MAPS:
-                self._header_maps.clear()
-            self._header_maps[key] = found
+    def _header_map(self, tool: str, input_schema: Mapping[str, Any]) -> dict[tuple[str, ...], str]:
+        """Tool ``tool``'s ``x-mcp-header`` annotations in ``input_schema`` (none when they are invalid: the
+        SDK client drops such a tool from its listing). Kept per tool while its listed schema is the same
+        object (a new listing makes new schema objects; the attack trial found a cache by ``id()`` giving a
+        tool another's map once the old schema's id was reused)."""
+        cached = self._header_maps.get(tool)
+        if cached is not None and cached[0] is input_schema:
+            return cached[1]
+        found = {} if find_invalid_x_mcp_header(input_schema) else x_mcp_header_map(input_schema)
+        if len(self._header_maps) >= _MAX_HEADER_MAPS:
+            self._header_maps.clear()
+        self._header_maps[tool] = (input_schema, found)
         return found
 
     async def _answer(self, response: aiohttp.ClientResponse, request_id: int) -> dict[str, Any]:
@@ -362,12 +375,15 @@ def _error(message: dict[str, Any]) -> MCPError:
     return MCPError(error.code, error.message, error.data)
 
 
-def _validated(method: str, raw: dict[str, Any]) -> types.Result:
-    """``raw`` as ``method``'s result model (an ``InputRequiredResult`` where the method may answer one)."""
+def _validated(method: str, version: str, raw: dict[str, Any]) -> types.Result:
+    """``raw`` as ``method``'s result model (an ``InputRequiredResult`` where the method may answer one),
+    once it fits ``version``'s result surface, as the SDK client checks it (``validate_server_result``:
+    2026-07-28 requires ``resultType``, for one)."""
     ttl = raw.get("ttlMs")
     if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
         raw["ttlMs"] = 0  # as the SDK client: a negative ttl is floored, not refused (SEP-2549 SHOULD)
     try:
+        validate_server_result(method, version, raw)
         if raw.get("resultType") == "input_required" and method in _INPUT_REQUIRED:
             return types.InputRequiredResult.model_validate(raw, by_name=False)
         return _RESULTS[method].model_validate(raw, by_name=False)
