@@ -44,6 +44,7 @@ Failures (the catalogue): an upstream that cannot be reached or started, or whos
 from __future__ import annotations
 
 import functools
+import http.cookiejar
 import logging
 import os
 import time
@@ -135,6 +136,10 @@ _LISTS = {
 
 _CLIENT_INFO = types.Implementation(name="hivegate", version=__version__)
 """Who the gateway says it is to an upstream (``clientInfo``), on the SDK client and the lean hop alike."""
+
+_NO_COOKIES = http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+"""A cookie jar that keeps nothing (the SDK client's httpx2 would keep an upstream's ``Set-Cookie`` and send
+it with every later caller's request: found by the attack trial)."""
 
 _ENVELOPE_PREFIX = "io.modelcontextprotocol/"
 """``_meta`` keys the SDK client stamps itself on the upstream connection (the caller's are not forwarded)."""
@@ -577,8 +582,10 @@ class McpUpstreamBackend:
             auth=auth,
             # No read timeout: a tools/call is bounded by the agent's invoke timeout, the other requests by
             # timeout_seconds (_call, _listed), and a handshake-era session's GET stream may idle.
-            timeout=httpx2.Timeout(spec.timeout_seconds, read=None),
+            # No pool timeout either: past the pool's connections a call waits for one (its own deadline).
+            timeout=httpx2.Timeout(spec.timeout_seconds, read=None, pool=None),
             follow_redirects=False,
+            cookies=_NO_COOKIES,  # one client serves every caller: an upstream's cookie must not follow them
             transport=LimitedTransport(spec.max_result_bytes, self._note_cut_off),
         )
         stack.push_async_callback(http.aclose)

@@ -66,7 +66,7 @@ from mcp_types import (
 from mcp_types.methods import validate_server_result
 from pydantic import ValidationError
 
-__all__ = ["POST_METHODS", "LimitedTransport", "ResultTooLargeError", "UpstreamPost"]
+__all__ = ["POST_METHODS", "EncodedAnswerError", "LimitedTransport", "ResultTooLargeError", "UpstreamPost"]
 
 POST_METHODS = frozenset({"tools/call", "resources/read", "prompts/get", "completion/complete"})
 """The methods sent by :class:`UpstreamPost` (the lists keep the SDK client's paging and caching)."""
@@ -126,10 +126,32 @@ class _LimitedStream(httpx2.AsyncByteStream):
             await self._stream.aclose()
 
 
+class EncodedAnswerError(httpx2.StreamError):
+    """An upstream answered a POST compressed, though the gateway asked for ``Accept-Encoding: identity``.
+
+    Refused unread, as a per-request stream error (that call is ``agent_service_unavailable``): the
+    result limit counts the bytes on the wire, and a small compressed body can decompress to gigabytes
+    (the attack trial saw a 1 GiB gzip bomb take 3.2 GiB of the gateway's memory)."""
+
+
+class _RefusedStream(httpx2.AsyncByteStream):
+    def __init__(self, stream: httpx2.AsyncByteStream, error: Exception) -> None:
+        self._stream, self._error = stream, error
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        raise self._error
+        yield b""  # pragma: no cover  (an async generator that raises at once)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
 class LimitedTransport(httpx2.AsyncBaseTransport):
     """The SDK client's HTTP transport to one upstream: the answer to each POST (one request's result, or
     its SSE stream) is cut off past ``limit`` bytes (``on_cut`` is told of each). The handshake era's
-    standalone GET stream, which lives as long as the session, is not counted."""
+    standalone GET stream, which lives as long as the session, is not counted. Every request asks for
+    ``Accept-Encoding: identity``, and a POST's answer compressed all the same is refused
+    (:class:`EncodedAnswerError`)."""
 
     def __init__(self, limit: int, on_cut: Callable[[], None]) -> None:
         self._inner = httpx2.AsyncHTTPTransport(retries=0)
@@ -137,9 +159,16 @@ class LimitedTransport(httpx2.AsyncBaseTransport):
         self._on_cut = on_cut
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        request.headers["accept-encoding"] = "identity"
         response = await self._inner.handle_async_request(request)
         if request.method == "POST" and isinstance(response.stream, httpx2.AsyncByteStream):
-            response.stream = _LimitedStream(response.stream, self._limit, self._on_cut)
+            encoding = response.headers.get("content-encoding", "").strip().lower()
+            if encoding not in ("", "identity"):
+                del response.headers["content-encoding"]  # nothing is decoded: the body is never read
+                error = EncodedAnswerError(f"the answer is compressed ({encoding[:40]}), which was not asked for")
+                response.stream = _RefusedStream(response.stream, error)
+            else:
+                response.stream = _LimitedStream(response.stream, self._limit, self._on_cut)
         return response
 
     async def aclose(self) -> None:
