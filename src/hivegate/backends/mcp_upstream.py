@@ -161,11 +161,12 @@ class McpUpstreamBackend:
         self._spec = spec
         self.subscription_bus: SubscriptionBus | None = InMemorySubscriptionBus()
         self._callers: dict[int, Callers] = {}
+        """Each open upstream client's calls in flight, by ``id`` of the client (:func:`caller_of`)."""
         self._posts: dict[int, UpstreamPost] = {}
-        """The lean hop of each open client of a 2026-07-28 HTTP upstream, by ``id`` of the client (:meth:`_call`)."""
+        """The lean hop beside each open client of a 2026-07-28 HTTP upstream, by ``id`` of the client
+        (:meth:`_call`)."""
         self._cut_offs = 0
         """Upstream answers cut off at ``max_result_bytes`` so far (HTTP; :meth:`request`)."""
-        """Each open upstream client's calls in flight, by ``id`` of the client (:func:`caller_of`)."""
         self._pool = UpstreamPool(agent_id, spec, self._hold)
         self._announced: dict[type, float] = {}
         self._names = UpstreamNames.of(spec)

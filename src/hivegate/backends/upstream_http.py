@@ -360,8 +360,10 @@ class UpstreamPost:
         status = response.status
         if status == 202:
             raise MCPError(INVALID_REQUEST, "server answered a request with 202 Accepted")
-        if status < 400:
+        if 300 <= status < 400:
             raise MCPError(INVALID_REQUEST, f"server answered {status}; redirects are not followed")
+        if status < 400:
+            raise MCPError(INVALID_REQUEST, f"server answered a request with {status}")
         if content_type.startswith("application/json"):
             message = _message(await self._read(response))
             if message is not None and "error" in message:
