@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 
 from hivegate.backends.upstream_http import ResultTooLargeError, UpstreamPost
+from tests.upstreams.scripted_http import http_requests
 
 TIMEOUT = 10
 VERSION = "2026-07-28"
@@ -44,17 +45,11 @@ class Upstream:
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                headers = {
-                    k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)
-                }
-                body = await reader.readexactly(int(headers.get("content-length", "0")))
+            async for _, headers, body in http_requests(reader):
                 self.seen.append((headers, orjson.loads(body)))
                 await self.answer(headers, body, writer)
                 await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except ConnectionError:
             pass
         finally:
             writer.close()

@@ -10,8 +10,6 @@ plain call (the lean hop) and a handshake-era caller's (the SDK client).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,21 +18,15 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from tests.e2e.registry_cli import create_user_with_key, run_cli
-from tests.e2e.test_mcp_stdio_backend import MODERN, TIMEOUT, UPSTREAM, World, client_of, text
+from tests.e2e.test_mcp_stdio_backend import MODERN, TIMEOUT, World, client_of, text
 from tests.gateway_process import run_gateway
+from tests.upstreams.running import run_mcp_http_upstream
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     folder: Path = tmp_path_factory.mktemp("mcp-http-timeouts")
-    upstream = subprocess.Popen(
-        [sys.executable, str(UPSTREAM), "--http"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    )
-    try:
-        assert upstream.stdout is not None
-        line = upstream.stdout.readline()  # the ready line (the read ends when the process exits)
-        assert line.startswith("mcp-upstream listening on "), line
-        url = line.removeprefix("mcp-upstream listening on ").strip()
+    with run_mcp_http_upstream() as url:
         database_url = f"sqlite+aiosqlite:///{folder / 'hivegate.db'}"
         config = folder / "agents.toml"
         config.write_text(
@@ -52,15 +44,6 @@ backend = {{ type = "mcp", url = "{url}/mcp", timeout_seconds = 1 }}
         run_cli(database_url, "agents", "apply", str(config))
         with run_gateway(None, database_url=database_url) as gateway:
             yield World(gateway, alice)
-    finally:
-        upstream.terminate()  # uvicorn waits for requests in flight: a tool the gateway gave up on may be one
-        try:
-            upstream.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            upstream.kill()
-            upstream.wait(timeout=10)
-        if upstream.stdout is not None:
-            upstream.stdout.close()
 
 
 @pytest.mark.parametrize("mode", [MODERN, "legacy"])

@@ -27,6 +27,7 @@ from mcp_types import TextContent
 
 from tests.e2e.registry_cli import create_user_with_key, run_cli
 from tests.gateway_process import GatewayProcess, run_gateway
+from tests.upstreams.scripted_http import http_requests
 
 TIMEOUT = 60
 MODERN = "2026-07-28"
@@ -44,12 +45,8 @@ class ScriptedUpstream:
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
-                body = await reader.readexactly(int(headers.get("content-length", "0")))
-                if not lines[0].startswith("POST"):
+            async for request_line, headers, body in http_requests(reader):
+                if not request_line.startswith("POST"):
                     writer.write(b"HTTP/1.1 405 Method Not Allowed\r\ncontent-length: 0\r\n\r\n")
                     continue
                 message = orjson.loads(body)
@@ -77,7 +74,7 @@ class ScriptedUpstream:
                         cookie=method == "server/discover",
                     )
                 await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except ConnectionError:
             pass
         finally:
             writer.close()

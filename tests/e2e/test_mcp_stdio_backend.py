@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
@@ -32,6 +31,7 @@ from mcp_types import TextContent
 
 from tests.e2e.registry_cli import create_user_with_key, run_cli
 from tests.gateway_process import ROOT, GatewayProcess, run_gateway
+from tests.upstreams.running import run_mcp_http_upstream
 
 TIMEOUT = 60
 MODERN = "2026-07-28"
@@ -405,14 +405,7 @@ backend = {{ type = "mcp", command = ["{sys.executable}", "{UPSTREAM}"] }}
 def test_an_answer_past_the_result_limit_is_cut_off_and_the_agent_goes_on(tmp_path: Path) -> None:
     """Issue 11 item 4: an HTTP upstream's 5 MB result, past the agent's ``max_result_bytes`` (64 KiB),
     is ``agent_service_unavailable`` without being read whole; the next call works."""
-    upstream = subprocess.Popen(
-        [sys.executable, str(UPSTREAM), "--http"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    )
-    try:
-        assert upstream.stdout is not None
-        line = upstream.stdout.readline()  # the ready line (the process exits, and the read ends, on failure)
-        assert line.startswith("mcp-upstream listening on "), line
-        url = line.removeprefix("mcp-upstream listening on ").strip()
+    with run_mcp_http_upstream() as url:
         database_url = f"sqlite+aiosqlite:///{tmp_path / 'hivegate.db'}"
         config = tmp_path / "agents.toml"
         config.write_text(
@@ -481,11 +474,6 @@ backend = {{ type = "mcp", url = "{url}/mcp" }}
 
             anyio.run(another)
             assert "Traceback" not in logged + gateway.output()
-    finally:
-        upstream.terminate()
-        upstream.wait(timeout=10)
-        if upstream.stdout is not None:
-            upstream.stdout.close()
 
 
 async def test_a_child_holds_no_descriptor_of_the_gateway(world: World) -> None:

@@ -78,3 +78,31 @@ def run_upstream(*args: str, log: Path | None = None) -> Generator[Upstream]:
             process.wait(timeout=10)
         pump.join(timeout=10)
         process.stdout.close()
+
+
+MCP_SCRIPT = Path(__file__).with_name("mcp_stdio_upstream.py")
+MCP_READY = "mcp-upstream listening on "
+
+
+@contextmanager
+def run_mcp_http_upstream() -> Generator[str]:
+    """``mcp_stdio_upstream.py --http`` on a free loopback port: yield its base URL (the MCP endpoint is
+    ``/mcp``) once it listens; stop it afterwards (killed when a request in flight keeps it, as uvicorn
+    waits for those)."""
+    process = subprocess.Popen(
+        [sys.executable, str(MCP_SCRIPT), "--http"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()  # the ready line (the read ends when the process exits)
+        assert line.startswith(MCP_READY), line
+        yield line.removeprefix(MCP_READY).strip()
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
